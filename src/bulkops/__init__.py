@@ -1,0 +1,1 @@
+"""bulkops: bulk operations as a service."""

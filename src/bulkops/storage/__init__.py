@@ -1,0 +1,1 @@
+"""Storage: ports (Protocols), records, states, and one adapter per backend."""

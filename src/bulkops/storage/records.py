@@ -1,0 +1,186 @@
+"""Stored records: what the engine and the stores exchange. The API maps them to wire schemas."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+from bulkops.storage.states import ErrorType, EventType, OperationStatus, RowState, Severity
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRecord:
+    """One bulk operation: its submission, status and counters."""
+
+    id: UUID
+    operation_name: str
+    status: OperationStatus
+    created_by: str
+    created_at: datetime
+    source: str
+    file_id: str
+    file_name: str
+    file_size: int
+    file_format: str  # "csv" | "json" | "jsonl"
+    metadata: dict[str, Any]
+    notifications: dict[str, Any] | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    total_rows: int = 0
+    processed_rows: int = 0
+    successful_rows: int = 0
+    error_count: int = 0
+    retry_count: int = 0
+    error_message: str | None = None
+    # Optimistic concurrency token: incremented by every status change.
+    version: int = 0
+    # The worker holding a Running operation and when it last said it is alive.
+    worker_id: str | None = None
+    heartbeat_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class StepState:
+    """Progress of one pipeline step of one row."""
+
+    name: str
+    index: int
+    state: RowState = RowState.PENDING
+    attempts: int = 0
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    error_type: ErrorType | None = None
+    error_message: str | None = None
+    signal_key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (timestamps as ISO text, enums as names)."""
+        return {
+            "name": self.name,
+            "index": self.index,
+            "state": self.state.value,
+            "attempts": self.attempts,
+            "startedAt": self.started_at.isoformat() if self.started_at else None,
+            "completedAt": self.completed_at.isoformat() if self.completed_at else None,
+            "errorType": self.error_type.value if self.error_type else None,
+            "errorMessage": self.error_message,
+            "signalKey": self.signal_key,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepState:
+        """Inverse of ``to_json``."""
+        started, completed = data.get("startedAt"), data.get("completedAt")
+        error_type = data.get("errorType")
+        return cls(
+            name=data["name"],
+            index=int(data["index"]),
+            state=RowState(data["state"]),
+            attempts=int(data.get("attempts", 0)),
+            started_at=datetime.fromisoformat(started) if started else None,
+            completed_at=datetime.fromisoformat(completed) if completed else None,
+            error_type=ErrorType(error_type) if error_type else None,
+            error_message=data.get("errorMessage"),
+            signal_key=data.get("signalKey"),
+        )
+
+
+@dataclass(slots=True)
+class RowRecord:
+    """The tracked outcome of one data row (row numbers are 1-based data rows).
+
+    ``step_index`` is -1 for validation failures; ``steps`` holds per-step progress for
+    pipelines and is empty for row-based operations (their single step is ``process``).
+    """
+
+    operation_id: UUID
+    row_number: int
+    state: RowState
+    row_id: str | None = None
+    step_index: int = 0
+    step_name: str | None = None
+    error_type: ErrorType | None = None
+    error_message: str | None = None
+    retry_attempt: int = 0
+    signal_key: str | None = None
+    row_data: dict[str, Any] | None = None
+    steps: list[StepState] = field(default_factory=list)
+    waiting_since: datetime | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One entry of the event feed. ``sequence`` is assigned by the store (0 before)."""
+
+    operation_id: UUID
+    operation_name: str
+    type: EventType
+    severity: Severity
+    message: str
+    timestamp: datetime
+    sequence: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressDelta:
+    """Counter increments that travel with a batch of row records."""
+
+    processed: int = 0
+    successful: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing."""
+
+    items: Sequence[T]
+    total_count: int
+    page: int
+    page_size: int
+
+    @property
+    def has_next_page(self) -> bool:
+        """True when items exist beyond this page."""
+        return self.page * self.page_size < self.total_count
+
+
+@dataclass(frozen=True, slots=True)
+class OperationQuery:
+    """Filters and paging for listing operations (newest first, then by id)."""
+
+    page: int = 1
+    page_size: int = 25
+    operation_name: str | None = None
+    status: OperationStatus | None = None
+    created_by: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RowQuery:
+    """Filters and paging for listing row records of one operation (by row number)."""
+
+    operation_id: UUID
+    page: int = 1
+    page_size: int = 25
+    failed_only: bool = False
+    state: RowState | None = None
+    error_type: ErrorType | None = None
+    row_number: int | None = None
+    step_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    """A file kept by a file store."""
+
+    file_id: str
+    size: int

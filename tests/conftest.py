@@ -1,0 +1,47 @@
+"""Fixtures shared by every test layer."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+POSTGRES_ENV = "BULKOPS_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(autouse=True)
+def _clean_bulkops_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the caller's BULKOPS_* settings (the Postgres test URL aside)."""
+    for name in list(os.environ):
+        if name.startswith("BULKOPS_") and name != POSTGRES_ENV:
+            monkeypatch.delenv(name)
+
+
+def _admin_url() -> str:
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(f"{POSTGRES_ENV} is not set")
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test run, dropped afterwards.
+
+    Skips only when BULKOPS_TEST_POSTGRES_URL is unset; when it is set and the server is
+    down the fixture errors, so CI fails instead of skipping.
+    """
+    import psycopg
+
+    admin = _admin_url()
+    name = f"bulkops_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, _ = admin.rpartition("/")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
