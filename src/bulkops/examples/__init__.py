@@ -1,1 +1,1 @@
-"""bulkops.examples."""
+"""Built-in example operations, served when no operations are configured."""

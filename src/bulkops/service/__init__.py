@@ -1,1 +1,20 @@
-"""bulkops.service."""
+"""Application use-cases shared by HTTP, CLI and embedding. No HTTP types live here."""
+
+from __future__ import annotations
+
+from bulkops.service.catalog import CatalogService
+from bulkops.service.commands import CommandService
+from bulkops.service.feed import FeedService
+from bulkops.service.queries import QueryService, StatusView
+from bulkops.service.submission import SubmissionService, Upload, ValidationResult
+
+__all__ = [
+    "CatalogService",
+    "CommandService",
+    "FeedService",
+    "QueryService",
+    "StatusView",
+    "SubmissionService",
+    "Upload",
+    "ValidationResult",
+]

@@ -1,0 +1,250 @@
+"""Operations: create, validate, list, detail, status, errors, rows, file, cancel."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from bulkops.api.deps import OperationId, RuntimeDep
+from bulkops.api.download import content_disposition
+from bulkops.api.schemas import (
+    CreateResult,
+    ErrorBody,
+    OperationSchema,
+    PageSchema,
+    RowErrorSchema,
+    RowProgressSchema,
+    StatusSchema,
+    ValidationResultSchema,
+)
+from bulkops.api.uploads import read_form
+from bulkops.service.queries import clamp_paging
+from bulkops.storage.records import OperationQuery
+from bulkops.storage.states import OperationStatus
+
+router = APIRouter(prefix="/api/bulks", tags=["bulks"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+}
+
+Page = Annotated[int | None, Query()]
+PageSize = Annotated[int | None, Query(alias="pageSize")]
+
+
+@router.post(
+    "",
+    operation_id="createBulk",
+    status_code=201,
+    response_model=CreateResult,
+    responses={
+        **_ERRORS,
+        413: {"model": ErrorBody},
+        415: {"model": ErrorBody},
+        422: {"model": ValidationResultSchema},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["operationName", "file"],
+                        "properties": {
+                            "operationName": {"type": "string"},
+                            "file": {"type": "string", "format": "binary"},
+                            "metadata": {"type": "string", "description": "JSON object"},
+                            "notifications": {"type": "string"},
+                            "createdBy": {"type": "string"},
+                        },
+                    }
+                }
+            },
+        }
+    },
+)
+async def create_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
+    """Store the file and a Pending operation; processing happens in the background."""
+    form, raw = await read_form(request, runtime.settings.max_upload_bytes)
+    try:
+        record = await runtime.submissions.create(
+            operation_name=form.operation_name,
+            metadata=form.metadata,
+            upload=form.upload,
+            notifications=form.notifications,
+            created_by=form.created_by,
+        )
+    finally:
+        await raw.close()
+    return JSONResponse(
+        {"operationId": str(record.id)},
+        status_code=201,
+        headers={"Location": f"/api/bulks/{record.id}"},
+    )
+
+
+@router.post(
+    "/validate",
+    operation_id="validateBulk",
+    response_model=ValidationResultSchema,
+    responses={
+        **_ERRORS,
+        413: {"model": ErrorBody},
+        415: {"model": ErrorBody},
+        422: {"model": ValidationResultSchema},
+    },
+)
+async def validate_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
+    """Check a submission without creating anything: 200 when valid, 422 when not."""
+    form, raw = await read_form(request, runtime.settings.max_upload_bytes)
+    try:
+        result = await runtime.submissions.validate(
+            operation_name=form.operation_name, metadata=form.metadata, upload=form.upload
+        )
+    finally:
+        await raw.close()
+    body = ValidationResultSchema.of(result).model_dump(by_alias=True)
+    return JSONResponse(body, status_code=200 if result.valid else 422)
+
+
+@router.get(
+    "",
+    operation_id="getBulks",
+    response_model=PageSchema[OperationSchema],
+    response_model_exclude_none=True,
+)
+async def get_bulks(
+    runtime: RuntimeDep,
+    page: Page = None,
+    page_size: PageSize = None,
+    operation_name: Annotated[str | None, Query(alias="operationName")] = None,
+    status: str | None = None,
+    created_by: Annotated[str | None, Query(alias="createdBy")] = None,
+    created_from: Annotated[datetime | None, Query(alias="from")] = None,
+    created_to: Annotated[datetime | None, Query(alias="to")] = None,
+) -> PageSchema[OperationSchema]:
+    """Operations, newest first. An unknown ``status`` is ignored."""
+    number, size = clamp_paging(page, page_size)
+    result = await runtime.queries.list(
+        OperationQuery(
+            page=number,
+            page_size=size,
+            operation_name=operation_name or None,
+            status=OperationStatus.parse(status) if status else None,
+            created_by=created_by or None,
+            created_from=created_from,
+            created_to=created_to,
+        )
+    )
+    return PageSchema.build(result, [OperationSchema.of(r) for r in result.items])
+
+
+@router.get(
+    "/{id}",
+    operation_id="getBulk",
+    response_model=OperationSchema,
+    responses=_ERRORS,
+    response_model_exclude_none=True,
+)
+async def get_bulk(operation_id: OperationId, runtime: RuntimeDep) -> OperationSchema:
+    """One operation."""
+    return OperationSchema.of(await runtime.queries.get(operation_id))
+
+
+@router.get(
+    "/{id}/status",
+    operation_id="getBulkStatus",
+    response_model=StatusSchema,
+    responses=_ERRORS,
+    response_model_exclude_none=True,
+)
+async def get_bulk_status(operation_id: OperationId, runtime: RuntimeDep) -> StatusSchema:
+    """Status and whole-number progress percentage."""
+    return StatusSchema.of(await runtime.queries.status(operation_id))
+
+
+@router.get(
+    "/{id}/errors",
+    operation_id="getBulkErrors",
+    response_model=PageSchema[RowErrorSchema],
+    responses=_ERRORS,
+    response_model_exclude_none=True,
+)
+async def get_bulk_errors(
+    operation_id: OperationId,
+    runtime: RuntimeDep,
+    page: Page = None,
+    page_size: PageSize = None,
+    error_type: Annotated[str | None, Query(alias="errorType")] = None,
+    row_number: Annotated[int | None, Query(alias="rowNumber")] = None,
+) -> PageSchema[RowErrorSchema]:
+    """Failed rows by row number. An unknown ``errorType`` is ignored."""
+    result = await runtime.queries.errors(
+        operation_id,
+        page=page,
+        page_size=page_size,
+        error_type=error_type,
+        row_number=row_number,
+    )
+    return PageSchema.build(result, [RowErrorSchema.of(r) for r in result.items])
+
+
+@router.get(
+    "/{id}/rows",
+    operation_id="getBulkRows",
+    response_model=PageSchema[RowProgressSchema],
+    responses=_ERRORS,
+    response_model_exclude_none=True,
+)
+async def get_bulk_rows(
+    operation_id: OperationId,
+    runtime: RuntimeDep,
+    page: Page = None,
+    page_size: PageSize = None,
+    state: str | None = None,
+    step_name: Annotated[str | None, Query(alias="stepName")] = None,
+) -> PageSchema[RowProgressSchema]:
+    """Per-row progress with the state of every step."""
+    record = await runtime.queries.get(operation_id)
+    definition = runtime.registry.get(record.operation_name)
+    result = await runtime.queries.rows(
+        operation_id, page=page, page_size=page_size, state=state, step_name=step_name
+    )
+    return PageSchema.build(result, [RowProgressSchema.of(r, definition) for r in result.items])
+
+
+@router.get(
+    "/{id}/file",
+    operation_id="getBulkFile",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/octet-stream": {}}}, **_ERRORS},
+)
+async def get_bulk_file(operation_id: OperationId, runtime: RuntimeDep) -> StreamingResponse:
+    """The original file, under its original name."""
+    record, chunks = await runtime.queries.file(operation_id)
+    return StreamingResponse(
+        chunks,
+        media_type="application/octet-stream",
+        headers={
+            "Content-Disposition": content_disposition(record.file_name),
+            "Content-Length": str(record.file_size),
+        },
+    )
+
+
+@router.post(
+    "/{id}/cancel",
+    operation_id="cancelBulk",
+    response_model=StatusSchema,
+    responses={**_ERRORS, 409: {"model": ErrorBody}},
+    response_model_exclude_none=True,
+)
+async def cancel_bulk(operation_id: OperationId, runtime: RuntimeDep) -> StatusSchema:
+    """Cancel a Pending, Running or Retrying operation; 409 when already finished."""
+    await runtime.commands.cancel(operation_id)
+    return StatusSchema.of(await runtime.queries.status(operation_id))

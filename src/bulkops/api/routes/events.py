@@ -1,0 +1,36 @@
+"""Event feeds: GET /api/events and GET /api/bulks/{id}/events."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from bulkops.api.deps import OperationId, RuntimeDep
+from bulkops.api.schemas import ErrorBody, EventSchema
+
+router = APIRouter(tags=["events"])
+
+
+@router.get("/api/events", operation_id="getEvents", response_model=list[EventSchema])
+async def get_events(
+    runtime: RuntimeDep, since: int | None = None, limit: int | None = None
+) -> list[EventSchema]:
+    """Events across operations after the ``since`` cursor, oldest first."""
+    events = await runtime.feed.read(since=since, limit=limit)
+    return [EventSchema.of(e) for e in events]
+
+
+@router.get(
+    "/api/bulks/{id}/events",
+    operation_id="getBulkEvents",
+    response_model=list[EventSchema],
+    responses={404: {"model": ErrorBody}},
+)
+async def get_bulk_events(
+    operation_id: OperationId,
+    runtime: RuntimeDep,
+    since: int | None = None,
+    limit: int | None = None,
+) -> list[EventSchema]:
+    """Events of one operation after the ``since`` cursor, oldest first."""
+    events = await runtime.feed.read(since=since, limit=limit, operation_id=operation_id)
+    return [EventSchema.of(e) for e in events]

@@ -1,0 +1,325 @@
+"""Wire schemas: camelCase JSON, null fields omitted. Mappers from stored records live here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from bulkops.definition.fields import FieldDescriptor
+from bulkops.definition.operation import PROCESS_STEP, OperationDefinition
+from bulkops.service.queries import StatusView
+from bulkops.service.submission import ValidationResult
+from bulkops.storage.records import EventRecord, OperationRecord, Page, RowRecord, StepState
+from bulkops.storage.states import ErrorType, OperationStatus, RowState
+
+ItemT = TypeVar("ItemT")
+
+
+class Schema(BaseModel):
+    """Base of every wire schema."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class ErrorBody(Schema):
+    """The body of every 4xx and 5xx answer."""
+
+    error: str
+    reason: str | None = None
+
+
+class FieldSchema(Schema):
+    """A metadata field or file column."""
+
+    name: str
+    type: str
+    required: bool
+
+    @classmethod
+    def of(cls, field: FieldDescriptor) -> FieldSchema:
+        """Map a descriptor."""
+        return cls(name=field.name, type=field.type, required=field.required)
+
+
+class OperationDescriptor(Schema):
+    """One registered operation (GET /api/operations)."""
+
+    name: str
+    description: str
+    is_step_based: bool
+    metadata_fields: list[FieldSchema]
+    file_columns: list[FieldSchema]
+    steps: list[str]
+
+    @classmethod
+    def of(cls, definition: OperationDefinition) -> OperationDescriptor:
+        """Map a definition."""
+        return cls(
+            name=definition.name,
+            description=definition.description,
+            is_step_based=definition.is_step_based,
+            metadata_fields=[FieldSchema.of(f) for f in definition.metadata_fields],
+            file_columns=[FieldSchema.of(f) for f in definition.file_columns],
+            steps=[step.name for step in definition.steps],
+        )
+
+
+class CreateResult(Schema):
+    """Answer of a successful create."""
+
+    operation_id: UUID
+
+
+class ValidationResultSchema(Schema):
+    """Answer of validate (and of a create whose metadata is invalid)."""
+
+    valid: bool
+    metadata_errors: list[str]
+    file_errors: list[str]
+
+    @classmethod
+    def of(cls, result: ValidationResult) -> ValidationResultSchema:
+        """Map a validation result."""
+        return cls(
+            valid=result.valid,
+            metadata_errors=result.metadata_errors,
+            file_errors=result.file_errors,
+        )
+
+
+class OperationSchema(Schema):
+    """An operation record (detail and list items)."""
+
+    id: UUID
+    operation_name: str
+    status: OperationStatus
+    created_by: str
+    created_at: datetime
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    total_rows: int
+    processed_rows: int
+    successful_rows: int
+    error_count: int
+    retry_count: int
+    source: str
+    file_id: str
+    file_name: str
+    file_size: int
+    metadata: dict[str, Any]
+    error_message: str | None = None
+
+    @classmethod
+    def of(cls, record: OperationRecord) -> OperationSchema:
+        """Map a stored record."""
+        return cls(
+            id=record.id,
+            operation_name=record.operation_name,
+            status=record.status,
+            created_by=record.created_by,
+            created_at=record.created_at,
+            started_at=record.started_at,
+            completed_at=record.completed_at,
+            total_rows=record.total_rows,
+            processed_rows=record.processed_rows,
+            successful_rows=record.successful_rows,
+            error_count=record.error_count,
+            retry_count=record.retry_count,
+            source=record.source,
+            file_id=record.file_id,
+            file_name=record.file_name,
+            file_size=record.file_size,
+            metadata=record.metadata,
+            error_message=record.error_message,
+        )
+
+
+class StatusSchema(Schema):
+    """Status and progress."""
+
+    status: OperationStatus
+    processed_rows: int
+    total_rows: int
+    error_count: int
+    completed_at: datetime | None = None
+    progress: int
+
+    @classmethod
+    def of(cls, view: StatusView) -> StatusSchema:
+        """Map a status view."""
+        return cls(
+            status=view.status,
+            processed_rows=view.processed_rows,
+            total_rows=view.total_rows,
+            error_count=view.error_count,
+            completed_at=view.completed_at,
+            progress=view.progress,
+        )
+
+
+class RowErrorSchema(Schema):
+    """A failed row (GET /errors)."""
+
+    row_number: int
+    row_id: str | None = None
+    step_index: int
+    step_name: str | None = None
+    error_type: ErrorType | None = None
+    error_message: str | None = None
+    state: RowState
+    retry_attempt: int
+    signal_key: str | None = None
+    row_data: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, row: RowRecord) -> RowErrorSchema:
+        """Map a row record."""
+        return cls(
+            row_number=row.row_number,
+            row_id=row.row_id,
+            step_index=row.step_index,
+            step_name=row.step_name,
+            error_type=row.error_type,
+            error_message=row.error_message,
+            state=row.state,
+            retry_attempt=row.retry_attempt,
+            signal_key=row.signal_key,
+            row_data=row.row_data,
+        )
+
+
+class StepSchema(Schema):
+    """Progress of one step of one row."""
+
+    name: str
+    index: int
+    state: RowState
+    attempts: int
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    error_type: ErrorType | None = None
+    error_message: str | None = None
+    signal_key: str | None = None
+
+    @classmethod
+    def of(cls, step: StepState) -> StepSchema:
+        """Map a step state."""
+        return cls(
+            name=step.name,
+            index=step.index,
+            state=step.state,
+            attempts=step.attempts,
+            started_at=step.started_at,
+            completed_at=step.completed_at,
+            error_type=step.error_type,
+            error_message=step.error_message,
+            signal_key=step.signal_key,
+        )
+
+
+def _row_steps(row: RowRecord, definition: OperationDefinition | None) -> list[StepState]:
+    if row.steps:
+        return row.steps
+    # Row-based operations store no per-step list: their one step is derived from the row.
+    reached = row.step_index >= 0 and row.state is not RowState.PENDING
+    name = definition.steps[0].name if definition else PROCESS_STEP
+    return [
+        StepState(
+            name=name,
+            index=0,
+            state=row.state if reached else RowState.PENDING,
+            attempts=1 if reached and row.state.is_final else 0,
+            completed_at=row.completed_at if reached and row.state.is_final else None,
+            error_type=row.error_type if reached else None,
+            error_message=row.error_message if reached else None,
+        )
+    ]
+
+
+class RowProgressSchema(Schema):
+    """Per-row pipeline progress (GET /rows)."""
+
+    row_number: int
+    row_id: str | None = None
+    state: RowState
+    current_step: str | None = None
+    step_index: int
+    completed_steps: int
+    total_steps: int
+    retry_attempt: int
+    signal_key: str | None = None
+    steps: list[StepSchema]
+
+    @classmethod
+    def of(cls, row: RowRecord, definition: OperationDefinition | None) -> RowProgressSchema:
+        """Map a row record; ``definition`` names the steps of row-based operations."""
+        steps = _row_steps(row, definition)
+        return cls(
+            row_number=row.row_number,
+            row_id=row.row_id,
+            state=row.state,
+            current_step=row.step_name,
+            step_index=row.step_index,
+            completed_steps=sum(1 for s in steps if s.state is RowState.COMPLETED),
+            total_steps=len(steps),
+            retry_attempt=row.retry_attempt,
+            signal_key=row.signal_key,
+            steps=[StepSchema.of(s) for s in steps],
+        )
+
+
+class EventSchema(Schema):
+    """One feed event."""
+
+    sequence: int
+    operation_id: UUID
+    operation_name: str
+    type: str
+    severity: str
+    message: str
+    timestamp: datetime
+
+    @classmethod
+    def of(cls, event: EventRecord) -> EventSchema:
+        """Map a stored event."""
+        return cls(
+            sequence=event.sequence,
+            operation_id=event.operation_id,
+            operation_name=event.operation_name,
+            type=event.type.value,
+            severity=event.severity.value,
+            message=event.message,
+            timestamp=event.timestamp,
+        )
+
+
+class PageSchema(Schema, Generic[ItemT]):
+    """The paged envelope."""
+
+    items: list[ItemT]
+    total_count: int
+    page: int
+    page_size: int
+    has_next_page: bool
+
+    @classmethod
+    def build(cls, page: Page[Any], items: list[ItemT]) -> PageSchema[ItemT]:
+        """Wrap mapped items with the paging fields of ``page``."""
+        return cls(
+            items=items,
+            total_count=page.total_count,
+            page=page.page,
+            page_size=page.page_size,
+            has_next_page=page.has_next_page,
+        )
+
+
+class HealthSchema(Schema):
+    """Health check answer."""
+
+    status: str
+    checks: dict[str, Any] | None = None

@@ -1,0 +1,159 @@
+"""The ``bulkops`` command: serve, worker, migrate.
+
+Every setting of ``bulkops.Settings`` is also a flag of ``serve`` and ``worker``; the flags
+are generated from the settings model so the two never drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+import typer
+
+from bulkops.errors import BulkOpsError
+from bulkops.settings import Settings
+
+app = typer.Typer(
+    name="bulkops",
+    help="Bulk operations as a service: upload a file, process every row, track each one.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+log = logging.getLogger("bulkops")
+
+_CLI_TYPES: dict[Any, Any] = {
+    bool: bool | None,
+    int: int | None,
+    float: float | None,
+    str: str | None,
+}
+
+
+def _option_type(annotation: Any) -> Any:
+    text = str(annotation)
+    if "list[str]" in text:
+        return list[str] | None
+    for base, option in _CLI_TYPES.items():
+        if annotation is base or annotation == base | None:
+            return option
+    return str | None
+
+
+def _settings_parameters(exclude: tuple[str, ...] = ()) -> list[inspect.Parameter]:
+    parameters = []
+    for name, info in Settings.model_fields.items():
+        if name in exclude:
+            continue
+        flag = "--" + name.replace("_", "-")
+        help_text = info.description or f"Setting BULKOPS_{name.upper()}."
+        option = typer.Option(None, flag, help=help_text, show_default=False)
+        parameters.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=option,
+                annotation=_option_type(info.annotation),
+            )
+        )
+    return parameters
+
+
+def with_settings_flags(
+    exclude: tuple[str, ...] = (),
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command one flag per setting; it is called with a ``Settings`` built from
+    the flags given, over the ``BULKOPS_*`` environment."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        def wrapper(**flags: Any) -> None:
+            overrides = {k: v for k, v in flags.items() if v is not None and v != []}
+            try:
+                settings = Settings(**overrides)
+            except pydantic.ValidationError as exc:
+                typer.echo(f"Invalid settings: {exc}", err=True)
+                raise typer.Exit(2) from None
+            _configure_logging()
+            try:
+                command(settings)
+            except BulkOpsError as exc:
+                typer.echo(f"Error: {exc}", err=True)
+                raise typer.Exit(1) from None
+
+        wrapper.__name__ = command.__name__
+        wrapper.__doc__ = command.__doc__
+        wrapper.__signature__ = inspect.Signature(_settings_parameters(exclude))  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@app.command()
+@with_settings_flags()
+def serve(settings: Settings) -> None:
+    """Serve the HTTP API (and process operations unless --role api)."""
+    import uvicorn
+
+    from bulkops.api.app import create_app
+
+    application = create_app(settings=settings)
+    log.info(
+        "bulkops %s instance on http://%s:%s (database %s)",
+        settings.role,
+        settings.host,
+        settings.port,
+        settings.database_url,
+    )
+    uvicorn.run(application, host=settings.host, port=settings.port, log_level="info")
+
+
+@app.command()
+@with_settings_flags(exclude=("host", "port", "role", "cors_origins", "openapi_enabled"))
+def worker(settings: Settings) -> None:
+    """Process operations from shared storage, without HTTP."""
+    from bulkops.worker import Worker
+
+    async def run() -> None:
+        instance = Worker(settings=settings)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, instance.stop)
+        log.info("bulkops worker started (database %s)", settings.database_url)
+        await instance.run()
+        log.info("bulkops worker stopped")
+
+    asyncio.run(run())
+
+
+@app.command()
+@with_settings_flags()
+def migrate(settings: Settings) -> None:
+    """Create or upgrade the database schema."""
+    from bulkops.runtime import MEMORY_URL
+
+    if settings.database_url.startswith(MEMORY_URL):
+        typer.echo("In-memory storage needs no migrations")
+        return
+    from bulkops.storage.sql import migrate as apply_migrations
+
+    apply_migrations(settings.database_url)
+    typer.echo(f"Database is up to date: {settings.database_url}")
+
+
+def main() -> None:
+    """Entry point of the ``bulkops`` console script."""
+    app()

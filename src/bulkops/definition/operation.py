@@ -1,0 +1,208 @@
+"""Operation base classes, the ``@operation`` decorator and the resulting definitions."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
+
+from bulkops.definition.fields import FieldDescriptor, describe
+from bulkops.definition.models import Metadata, Row, column_name
+from bulkops.errors import DefinitionError
+
+M = TypeVar("M", bound=Metadata)
+R = TypeVar("R", bound=Row)
+C = TypeVar("C", bound=type)
+
+DEFINITION_ATTRIBUTE = "__bulkops_definition__"
+PROCESS_STEP = "process"
+VALIDATION_STEP = "validation"
+
+
+class OperationBase(Generic[M, R]):
+    """Behaviour shared by row-based and pipeline operations.
+
+    Subclass ``RowOperation`` or ``PipelineOperation``, not this class. ``retryable`` and
+    ``track_row_data`` may be set as class attributes as well as on the decorator.
+    """
+
+    retryable: ClassVar[bool] = False
+    track_row_data: ClassVar[bool] = False
+
+    async def validate_metadata(self, metadata: M) -> None:
+        """Check the metadata as a whole; raise ``bulkops.ValidationError`` to reject it."""
+
+    async def validate_row(self, row: R, metadata: M) -> None:
+        """Check one row; raise ``bulkops.ValidationError`` to fail it as invalid."""
+
+
+class RowOperation(OperationBase[M, R]):
+    """An operation that validates and processes each row with one ``process_row`` call."""
+
+    async def process_row(self, row: R, metadata: M) -> None:
+        """Do the work for one row. Any exception fails the row (error type Processing)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class StepDefinition:
+    """One step of a row's processing, in execution order (``index`` is zero-based)."""
+
+    name: str
+    index: int
+    method_name: str
+    order: int = 0
+    max_retries: int = 0
+    allow_operation_retry: bool = True
+
+
+@dataclass(frozen=True)
+class OperationDefinition:
+    """Everything the service knows about one registered operation."""
+
+    name: str
+    description: str
+    operation_class: type[OperationBase[Any, Any]]
+    metadata_model: type[Metadata]
+    row_model: type[Row]
+    retryable: bool
+    track_row_data: bool
+    is_step_based: bool
+    steps: tuple[StepDefinition, ...]
+    overrides_validate_metadata: bool
+    overrides_validate_row: bool
+    overrides_row_id: bool
+
+    @property
+    def metadata_fields(self) -> list[FieldDescriptor]:
+        """Descriptors of the metadata fields (camelCase names)."""
+        return describe(self.metadata_model)
+
+    @property
+    def file_columns(self) -> list[FieldDescriptor]:
+        """Descriptors of the expected file columns."""
+        return describe(self.row_model)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """External column names of the row model, in declaration order."""
+        return tuple(column_name(self.row_model, f) for f in self.row_model.model_fields)
+
+    @property
+    def required_columns(self) -> tuple[str, ...]:
+        """Columns the file must carry in its header."""
+        model = self.row_model
+        return tuple(
+            column_name(model, f) for f, info in model.model_fields.items() if info.is_required()
+        )
+
+    def instantiate(self) -> OperationBase[Any, Any]:
+        """A fresh instance of the operation class (one per processing run)."""
+        return self.operation_class()
+
+
+def _models(cls: type) -> tuple[type[Metadata], type[Row]]:
+    for klass in inspect.getmro(cls):
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, OperationBase):
+                args = get_args(base)
+                if len(args) == 2 and all(isinstance(a, type) for a in args):
+                    meta, row = args
+                    if issubclass(meta, Metadata) and issubclass(row, Row):
+                        return meta, row
+    raise DefinitionError(
+        f"{cls.__name__} must subclass RowOperation[MetadataModel, RowModel] or "
+        "PipelineOperation[MetadataModel, RowModel] with bulkops.Metadata and bulkops.Row models"
+    )
+
+
+def _overrides(cls: type, method: str, base: type) -> bool:
+    return getattr(cls, method, None) is not getattr(base, method, None)
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise DefinitionError("An operation name must be a non-empty string")
+    if "/" in name or name != name.strip():
+        raise DefinitionError(f"Operation name {name!r} must not contain '/' or edge spaces")
+    return name
+
+
+def build_definition(
+    cls: type,
+    name: str,
+    *,
+    description: str = "",
+    retryable: bool | None = None,
+    track_row_data: bool | None = None,
+) -> OperationDefinition:
+    """Inspect an operation class and build its definition (raises ``DefinitionError``)."""
+    if not (isinstance(cls, type) and issubclass(cls, OperationBase)):
+        raise DefinitionError(f"@operation decorates RowOperation subclasses, not {cls!r}")
+    metadata_model, row_model = _models(cls)
+    if issubclass(cls, RowOperation):
+        if not _overrides(cls, "process_row", RowOperation):
+            raise DefinitionError(f"Operation {name!r} must define process_row")
+        steps: tuple[StepDefinition, ...] = (StepDefinition(PROCESS_STEP, 0, "process_row"),)
+        step_based = False
+    else:
+        raise DefinitionError(f"{cls.__name__} must subclass RowOperation")
+    return OperationDefinition(
+        name=_check_name(name),
+        description=description or (inspect.getdoc(cls) or "").split("\n\n")[0],
+        operation_class=cls,
+        metadata_model=metadata_model,
+        row_model=row_model,
+        retryable=bool(retryable) or bool(getattr(cls, "retryable", False)),
+        track_row_data=bool(track_row_data) or bool(getattr(cls, "track_row_data", False)),
+        is_step_based=step_based,
+        steps=steps,
+        overrides_validate_metadata=_overrides(cls, "validate_metadata", OperationBase),
+        overrides_validate_row=_overrides(cls, "validate_row", OperationBase),
+        overrides_row_id=_overrides(row_model, "row_id", Row),
+    )
+
+
+def operation(
+    name: str,
+    *,
+    description: str = "",
+    retryable: bool | None = None,
+    track_row_data: bool | None = None,
+) -> Callable[[C], C]:
+    """Register a class as a named bulk operation.
+
+    Args:
+        name: Unique operation name (case-insensitive), used when creating operations.
+        description: Human text for discovery; defaults to the class docstring's first
+            paragraph.
+        retryable: Allow retrying failed rows (also settable as a class attribute).
+        track_row_data: Keep each row's data with its record so it can be retried and
+            exported without re-reading the file (also settable as a class attribute).
+
+    Returns:
+        A class decorator that validates the class and attaches its definition.
+    """
+
+    def decorate(cls: C) -> C:
+        definition = build_definition(
+            cls,
+            name,
+            description=description,
+            retryable=retryable,
+            track_row_data=track_row_data,
+        )
+        setattr(cls, DEFINITION_ATTRIBUTE, definition)
+        return cls
+
+    return decorate
+
+
+def definition_of(obj: object) -> OperationDefinition | None:
+    """The definition attached by ``@operation`` to a class, or None."""
+    found = getattr(obj, DEFINITION_ATTRIBUTE, None) if isinstance(obj, type) else None
+    if isinstance(found, OperationDefinition) and found.operation_class is obj:
+        return found
+    return None

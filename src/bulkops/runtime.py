@@ -1,0 +1,155 @@
+"""The composition root: builds stores, engine and use-cases from ``Settings``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from bulkops.definition.operation import OperationDefinition
+from bulkops.definition.registry import Registry, load_registry
+from bulkops.engine.processor import Processor, ProcessorConfig, Stores
+from bulkops.engine.scheduler import NullScheduler, Scheduler, WorkScheduler
+from bulkops.service import (
+    CatalogService,
+    CommandService,
+    FeedService,
+    QueryService,
+    SubmissionService,
+)
+from bulkops.settings import Settings
+from bulkops.storage.files import open_file_store
+from bulkops.storage.ports import EventStore
+
+log = logging.getLogger("bulkops")
+
+Role = Literal["combined", "api", "worker"]
+EXAMPLES_MODULE = "bulkops.examples.operations"
+MEMORY_URL = "memory://"
+
+
+def build_registry(
+    operations: Sequence[type | OperationDefinition] | None, settings: Settings
+) -> Registry:
+    """Operations given in code, else those named in settings, else the built-in examples."""
+    if operations:
+        return Registry(operations)
+    return load_registry(settings.operations or [EXAMPLES_MODULE])
+
+
+def new_worker_id() -> str:
+    """A worker identity that names the host and process, unique per start."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Runtime:
+    """Everything one bulkops process runs on, wired together."""
+
+    settings: Settings
+    registry: Registry
+    stores: Stores
+    scheduler: Scheduler
+    catalog: CatalogService
+    submissions: SubmissionService
+    queries: QueryService
+    commands: CommandService
+    feed: FeedService
+    _database: object | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        registry: Registry,
+        *,
+        role: Role,
+    ) -> Runtime:
+        """Connect storage (applying migrations unless disabled) and build the services."""
+        database = None
+        url = settings.database_url
+        events: EventStore
+        if url.startswith(MEMORY_URL):
+            from bulkops.storage.memory import MemoryEventStore, MemoryStore
+
+            store = MemoryStore()
+            operations = rows = store
+            events = MemoryEventStore()
+        else:
+            from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
+
+            if settings.migrate_on_start:
+                await asyncio.to_thread(migrate, url)
+            database = Database.from_url(url)
+            sql = SqlStore(database)
+            operations = rows = sql
+            if settings.event_store == "memory":
+                from bulkops.storage.memory import MemoryEventStore
+
+                events = MemoryEventStore()
+            else:
+                events = SqlEventStore(database)
+        files = open_file_store(
+            settings.files_url, s3_endpoint=settings.s3_endpoint, s3_region=settings.s3_region
+        )
+        stores = Stores(operations=operations, rows=rows, events=events, files=files)
+        scheduler = cls._scheduler(settings, registry, stores, role)
+        return cls(
+            settings=settings,
+            registry=registry,
+            stores=stores,
+            scheduler=scheduler,
+            catalog=CatalogService(registry),
+            submissions=SubmissionService(
+                registry,
+                operations,
+                events,
+                files,
+                scheduler,
+                service_name=settings.service_name,
+                max_upload_bytes=settings.max_upload_bytes,
+            ),
+            queries=QueryService(operations, rows, files),
+            commands=CommandService(operations, events),
+            feed=FeedService(events, operations),
+            _database=database,
+        )
+
+    @staticmethod
+    def _scheduler(settings: Settings, registry: Registry, stores: Stores, role: Role) -> Scheduler:
+        if role == "api":
+            return NullScheduler()
+        processor = Processor(
+            registry,
+            stores,
+            ProcessorConfig(
+                worker_id=new_worker_id(),
+                max_row_concurrency=settings.max_row_concurrency,
+                flush_rows=settings.flush_rows,
+                flush_interval=settings.flush_interval,
+                heartbeat_interval=settings.heartbeat_interval,
+            ),
+        )
+        return WorkScheduler(
+            processor,
+            worker_count=settings.worker_count,
+            poll_interval=settings.poll_interval_for(role),
+            stuck_timeout=settings.stuck_operation_timeout,
+            shutdown_timeout=settings.shutdown_timeout,
+        )
+
+    async def start(self) -> None:
+        """Start background processing (a no-op for an API-only instance)."""
+        await self.scheduler.start()
+
+    async def close(self) -> None:
+        """Drain processing, then close storage."""
+        await self.scheduler.stop()
+        close = getattr(self._database, "close", None)
+        if close is not None:
+            await close()

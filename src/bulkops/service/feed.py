@@ -1,0 +1,35 @@
+"""Reading the event feed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+from bulkops.errors import NotFound
+from bulkops.storage.ports import EventStore, OperationStore
+from bulkops.storage.records import EventRecord
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+class FeedService:
+    """Events across operations or of one operation."""
+
+    def __init__(self, events: EventStore, operations: OperationStore) -> None:
+        self._events = events
+        self._operations = operations
+
+    async def read(
+        self,
+        *,
+        since: int | None = None,
+        limit: int | None = None,
+        operation_id: UUID | None = None,
+    ) -> Sequence[EventRecord]:
+        """Events after the ``since`` cursor (exclusive), oldest first; without a cursor the
+        newest ``limit`` (default 100, at most 1000)."""
+        if operation_id is not None and await self._operations.get(operation_id) is None:
+            raise NotFound(f"Operation {operation_id} not found")
+        size = DEFAULT_LIMIT if limit is None else min(max(limit, 1), MAX_LIMIT)
+        return await self._events.read(after=since, limit=size, operation_id=operation_id)

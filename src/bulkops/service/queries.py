@@ -1,0 +1,122 @@
+"""Read use-cases: operations, their rows, files and status."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from bulkops.errors import NotFound
+from bulkops.storage.ports import FileStore, OperationStore, RowStore
+from bulkops.storage.records import OperationQuery, OperationRecord, Page, RowQuery, RowRecord
+from bulkops.storage.states import ErrorType, OperationStatus, RowState
+
+MAX_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = 25
+
+
+def clamp_paging(page: int | None, page_size: int | None) -> tuple[int, int]:
+    """Page (at least 1) and page size (1..1000, default 25)."""
+    size = DEFAULT_PAGE_SIZE if page_size is None else min(max(page_size, 1), MAX_PAGE_SIZE)
+    return max(page or 1, 1), size
+
+
+@dataclass(frozen=True, slots=True)
+class StatusView:
+    """Status and progress of one operation."""
+
+    status: OperationStatus
+    processed_rows: int
+    total_rows: int
+    error_count: int
+    completed_at: datetime | None
+    progress: int
+
+    @classmethod
+    def of(cls, record: OperationRecord) -> StatusView:
+        """Build from a record; progress is floor(processed*100/total), 0 when total is 0."""
+        total, processed = record.total_rows, record.processed_rows
+        progress = min(processed * 100 // total, 100) if total > 0 else 0
+        return cls(
+            status=record.status,
+            processed_rows=processed,
+            total_rows=total,
+            error_count=record.error_count,
+            completed_at=record.completed_at,
+            progress=progress,
+        )
+
+
+class QueryService:
+    """Lists and looks up operations, rows and files."""
+
+    def __init__(self, operations: OperationStore, rows: RowStore, files: FileStore) -> None:
+        self._operations = operations
+        self._rows = rows
+        self._files = files
+
+    async def get(self, operation_id: UUID) -> OperationRecord:
+        """The operation, or ``NotFound``."""
+        record = await self._operations.get(operation_id)
+        if record is None:
+            raise NotFound(f"Operation {operation_id} not found")
+        return record
+
+    async def list(self, query: OperationQuery) -> Page[OperationRecord]:
+        """A page of operations, newest first."""
+        return await self._operations.list(query)
+
+    async def status(self, operation_id: UUID) -> StatusView:
+        """Status and progress."""
+        return StatusView.of(await self.get(operation_id))
+
+    async def errors(
+        self,
+        operation_id: UUID,
+        *,
+        page: int | None = None,
+        page_size: int | None = None,
+        error_type: str | None = None,
+        row_number: int | None = None,
+    ) -> Page[RowRecord]:
+        """Failed rows; an unknown ``error_type`` is ignored."""
+        await self.get(operation_id)
+        page, size = clamp_paging(page, page_size)
+        return await self._rows.page(
+            RowQuery(
+                operation_id=operation_id,
+                page=page,
+                page_size=size,
+                failed_only=True,
+                error_type=ErrorType.parse(error_type) if error_type else None,
+                row_number=row_number,
+            )
+        )
+
+    async def rows(
+        self,
+        operation_id: UUID,
+        *,
+        page: int | None = None,
+        page_size: int | None = None,
+        state: str | None = None,
+        step_name: str | None = None,
+    ) -> Page[RowRecord]:
+        """Per-row progress; an unknown ``state`` is ignored."""
+        await self.get(operation_id)
+        page, size = clamp_paging(page, page_size)
+        return await self._rows.page(
+            RowQuery(
+                operation_id=operation_id,
+                page=page,
+                page_size=size,
+                state=RowState.parse(state) if state else None,
+                step_name=step_name or None,
+            )
+        )
+
+    async def file(self, operation_id: UUID) -> tuple[OperationRecord, AsyncIterator[bytes]]:
+        """The record and a stream of the original file's bytes."""
+        record = await self.get(operation_id)
+        return record, self._files.read(record.file_id)

@@ -1,0 +1,247 @@
+"""Creating and pre-flight validating operations from an upload."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from bulkops.clock import utcnow
+from bulkops.definition.conversion import error_lines
+from bulkops.definition.models import Metadata, dump_metadata
+from bulkops.definition.operation import OperationDefinition
+from bulkops.definition.registry import Registry
+from bulkops.engine.events import operation_event
+from bulkops.engine.invoke import error_text, invoke
+from bulkops.engine.scheduler import Scheduler
+from bulkops.errors import (
+    BadRequest,
+    PayloadTooLarge,
+    Unprocessable,
+    UnsupportedMediaType,
+)
+from bulkops.formats import FileFormat, detect_format
+from bulkops.service.notifications import parse_notifications
+from bulkops.service.preflight import check_file
+from bulkops.storage.ports import EventStore, FileStore, OperationStore
+from bulkops.storage.records import OperationRecord
+from bulkops.storage.states import EventType, OperationStatus
+
+ANONYMOUS = "anonymous"
+_COPY_CHUNK = 1024 * 1024
+
+
+@dataclass(slots=True)
+class Upload:
+    """An uploaded file: its declared name and type, and its bytes as a one-shot stream."""
+
+    file_name: str | None
+    content_type: str | None
+    chunks: AsyncIterable[bytes]
+
+
+@dataclass(slots=True)
+class ValidationResult:
+    """Outcome of validating a submission."""
+
+    valid: bool
+    metadata_errors: list[str] = field(default_factory=list)
+    file_errors: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Checked:
+    definition: OperationDefinition
+    metadata: Metadata
+    fmt: FileFormat
+    upload: Upload
+
+
+class SubmissionService:
+    """Create and validate use-cases."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        operations: OperationStore,
+        events: EventStore,
+        files: FileStore,
+        scheduler: Scheduler,
+        *,
+        service_name: str,
+        max_upload_bytes: int,
+    ) -> None:
+        self._registry = registry
+        self._operations = operations
+        self._events = events
+        self._files = files
+        self._scheduler = scheduler
+        self._service_name = service_name
+        self._max_upload_bytes = max_upload_bytes
+
+    def _definition(self, operation_name: str | None) -> OperationDefinition:
+        if not operation_name or not operation_name.strip():
+            raise BadRequest("operationName is required")
+        definition = self._registry.get(operation_name.strip())
+        if definition is None:
+            raise BadRequest(f"Unknown operation {operation_name.strip()!r}")
+        return definition
+
+    def _format(self, upload: Upload | None) -> tuple[Upload, FileFormat]:
+        if upload is None:
+            raise BadRequest("A file part named 'file' is required")
+        fmt = detect_format(upload.file_name, upload.content_type)
+        if fmt is None:
+            raise UnsupportedMediaType(
+                f"Unsupported file type ({upload.file_name or upload.content_type or 'unknown'}):"
+                " upload CSV (.csv), JSON (.json) or JSON Lines (.jsonl, .ndjson)"
+            )
+        return upload, fmt
+
+    def _metadata(self, definition: OperationDefinition, text: str | None) -> Metadata:
+        try:
+            data: Any = json.loads(text) if text and text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise _invalid_metadata([f"Metadata is not valid JSON: {exc.msg}"]) from None
+        if not isinstance(data, dict):
+            raise _invalid_metadata(["Metadata must be a JSON object"])
+        try:
+            return definition.metadata_model.model_validate(data)
+        except pydantic.ValidationError as exc:
+            raise _invalid_metadata(error_lines(exc)) from None
+
+    def _check(
+        self, operation_name: str | None, metadata: str | None, upload: Upload | None
+    ) -> _Checked:
+        definition = self._definition(operation_name)
+        checked_upload, fmt = self._format(upload)
+        return _Checked(definition, self._metadata(definition, metadata), fmt, checked_upload)
+
+    async def _limited(self, chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+        limit, seen = self._max_upload_bytes, 0
+        async for chunk in chunks:
+            seen += len(chunk)
+            if limit and seen > limit:
+                raise PayloadTooLarge(
+                    f"File exceeds the upload limit of {limit} bytes", limit=limit
+                )
+            if chunk:
+                yield chunk
+
+    async def create(
+        self,
+        *,
+        operation_name: str | None,
+        metadata: str | None,
+        upload: Upload | None,
+        notifications: str | None = None,
+        created_by: str | None = None,
+    ) -> OperationRecord:
+        """Store the file and a Pending operation, then ask the scheduler to process it.
+
+        Raises:
+            BadRequest: unknown or missing operation, missing or empty file, bad notifications.
+            UnsupportedMediaType: the file is not CSV, JSON or JSON Lines.
+            Unprocessable: the metadata fails its model (carries the validation result).
+            PayloadTooLarge: the file exceeds the upload limit.
+        """
+        checked = self._check(operation_name, metadata, upload)
+        notification_options = parse_notifications(notifications)
+        stored = await self._files.put(self._limited(checked.upload.chunks))
+        if stored.size == 0:
+            await self._files.delete(stored.file_id)
+            raise BadRequest("The uploaded file is empty")
+        now = utcnow()
+        record = OperationRecord(
+            id=uuid.uuid4(),
+            operation_name=checked.definition.name,
+            status=OperationStatus.PENDING,
+            created_by=(created_by or "").strip() or ANONYMOUS,
+            created_at=now,
+            source=self._service_name,
+            file_id=stored.file_id,
+            file_name=_display_name(checked.upload.file_name, checked.fmt),
+            file_size=stored.size,
+            file_format=checked.fmt.value,
+            metadata=dump_metadata(checked.metadata),
+            notifications=notification_options,
+        )
+        try:
+            await self._operations.add(record)
+        except BaseException:
+            await self._files.delete(stored.file_id)
+            raise
+        await self._events.append(
+            [operation_event(record, EventType.CREATED, _created_message(record), now)]
+        )
+        self._scheduler.enqueue(record.id)
+        return record
+
+    async def validate(
+        self,
+        *,
+        operation_name: str | None,
+        metadata: str | None,
+        upload: Upload | None,
+    ) -> ValidationResult:
+        """Check a submission without storing anything.
+
+        Raises:
+            BadRequest: unknown or missing operation, or missing file.
+            UnsupportedMediaType: the file is not CSV, JSON or JSON Lines.
+            PayloadTooLarge: the file exceeds the upload limit.
+        """
+        definition = self._definition(operation_name)
+        checked_upload, fmt = self._format(upload)
+        result = ValidationResult(valid=True)
+        parsed: Metadata | None = None
+        try:
+            parsed = self._metadata(definition, metadata)
+        except Unprocessable as exc:
+            result.metadata_errors.extend(exc.extra["metadataErrors"])
+        if parsed is not None and definition.overrides_validate_metadata:
+            try:
+                await invoke(definition.instantiate().validate_metadata, parsed)
+            except Exception as exc:
+                result.metadata_errors.append(error_text(exc))
+        async with self._spooled(checked_upload.chunks) as path:
+            result.file_errors.extend(await check_file(definition, path, fmt, parsed))
+        result.valid = not (result.metadata_errors or result.file_errors)
+        return result
+
+    @contextlib.asynccontextmanager
+    async def _spooled(self, chunks: AsyncIterable[bytes]) -> AsyncIterator[Path]:
+        handle, name = tempfile.mkstemp(prefix="bulkops-validate-")
+        path = Path(name)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                async for chunk in self._limited(chunks):
+                    out.write(chunk)
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _invalid_metadata(errors: list[str]) -> Unprocessable:
+    return Unprocessable("Metadata is invalid", valid=False, metadataErrors=errors, fileErrors=[])
+
+
+def _display_name(file_name: str | None, fmt: FileFormat) -> str:
+    # Only the last path component is kept, whatever separators the client used; the name
+    # is shown and used as the download name, never as a storage path.
+    base = (file_name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    base = "".join(ch for ch in base if ch.isprintable()).strip().strip(".")
+    return base[:255] or f"upload.{fmt.value}"
+
+
+def _created_message(record: OperationRecord) -> str:
+    size = record.file_size
+    return f"Created by {record.created_by} from {record.file_name} ({size} bytes)"
