@@ -24,7 +24,7 @@ from bulkops.service import (
 )
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
-from bulkops.storage.ports import EventStore
+from bulkops.storage.ports import EventStore, OperationStore, RowStore
 
 log = logging.getLogger("bulkops")
 
@@ -73,12 +73,14 @@ class Runtime:
         """Connect storage (applying migrations unless disabled) and build the services."""
         database = None
         url = settings.database_url
+        operations: OperationStore
+        rows: RowStore
         events: EventStore
         if url.startswith(MEMORY_URL):
             from bulkops.storage.memory import MemoryEventStore, MemoryStore
 
-            store = MemoryStore()
-            operations = rows = store
+            memory = MemoryStore()
+            operations, rows = memory, memory
             events = MemoryEventStore()
         else:
             from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
@@ -87,7 +89,7 @@ class Runtime:
                 await asyncio.to_thread(migrate, url)
             database = Database.from_url(url)
             sql = SqlStore(database)
-            operations = rows = sql
+            operations, rows = sql, sql
             if settings.event_store == "memory":
                 from bulkops.storage.memory import MemoryEventStore
 

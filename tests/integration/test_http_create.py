@@ -43,9 +43,7 @@ async def test_create_answers_201_with_location_and_stores_a_pending_record(
 
 
 async def test_created_by_and_operation_name_case(client: httpx.AsyncClient) -> None:
-    operation_id = await create_ok(
-        client, GOOD_CSV, operation="RECORD", extra={"createdBy": "bob"}
-    )
+    operation_id = await create_ok(client, GOOD_CSV, operation="RECORD", extra={"createdBy": "bob"})
     detail = (await client.get(f"/api/bulks/{operation_id}")).json()
     assert detail["createdBy"] == "bob" and detail["operationName"] == "record"
 
@@ -161,9 +159,7 @@ async def test_path_traversal_file_name_is_only_a_display_name(
 async def test_file_type_from_extension_else_content_type(
     client: httpx.AsyncClient, file_name: str, content_type: str, content: str
 ) -> None:
-    operation_id = await create_ok(
-        client, content, file_name=file_name, content_type=content_type
-    )
+    operation_id = await create_ok(client, content, file_name=file_name, content_type=content_type)
     assert (await wait_status(client, operation_id))["status"] == "Completed"
 
 

@@ -59,9 +59,7 @@ async def test_errors_are_paged_typed_and_filterable(
     assert rows[4]["state"] == "Failed" and rows[4]["retryAttempt"] == 0
     assert rows[4]["rowData"] == {"name": "boom", "email": "boom@example.com", "age": "1"}
 
-    processing = (
-        await client.get(f"/api/bulks/{finished_id}/errors?errorType=processing")
-    ).json()
+    processing = (await client.get(f"/api/bulks/{finished_id}/errors?errorType=processing")).json()
     assert [i["rowNumber"] for i in processing["items"]] == [4]
     unknown = (await client.get(f"/api/bulks/{finished_id}/errors?errorType=Bogus")).json()
     assert unknown["totalCount"] == 3
@@ -160,9 +158,7 @@ async def test_events_record_the_whole_life_cycle(
     assert (await client.get(f"/api/events?since={events[-1]['sequence']}")).json() == []
 
 
-@pytest.mark.parametrize(
-    "suffix", ["", "/status", "/errors", "/rows", "/file", "/events"]
-)
+@pytest.mark.parametrize("suffix", ["", "/status", "/errors", "/rows", "/file", "/events"])
 async def test_unknown_and_malformed_ids_are_404_with_an_error_body(
     client: httpx.AsyncClient, suffix: str
 ) -> None:
@@ -197,9 +193,7 @@ async def test_discovery_and_template(client: httpx.AsyncClient) -> None:
     template = await client.get("/api/operations/record/template")
     assert template.status_code == 200
     assert template.text == "name,email,age\r\n"
-    assert template.headers["content-disposition"] == (
-        'attachment; filename="record-template.csv"'
-    )
+    assert template.headers["content-disposition"] == ('attachment; filename="record-template.csv"')
     missing = await client.get("/api/operations/nope/template")
     assert missing.status_code == 404 and "nope" in missing.json()["error"]
 

@@ -138,9 +138,7 @@ async def test_cancel_stops_a_running_operation_and_keeps_finished_rows(
     assert response.json()["status"] == "Cancelled"
     runtime = runtime_of(client)
     # The worker notices at its next status check and interrupts the waiting row.
-    await wait_until(
-        lambda: _idle(runtime), what="the worker to let go of the cancelled operation"
-    )
+    await wait_until(lambda: _idle(runtime), what="the worker to let go of the cancelled operation")
     ops.GATE.open()
     status = (await client.get(f"/api/bulks/{operation_id}/status")).json()
     assert status["status"] == "Cancelled" and status["processedRows"] == 2

@@ -77,7 +77,17 @@ def test_every_type_name() -> None:
         i: float | None = None
 
     types = [f.type for f in bo.definition.describe(Wide)]
-    assert types == ["int", "decimal", "bool", "datetime", "guid", "date", "float", "string", "float?"]
+    assert types == [
+        "int",
+        "decimal",
+        "bool",
+        "datetime",
+        "guid",
+        "date",
+        "float",
+        "string",
+        "float?",
+    ]
 
 
 def test_description_defaults_to_docstring() -> None:

@@ -1,1 +1,88 @@
-"""bulkops.formats."""
+"""Streaming readers of uploaded files: CSV, a JSON array of objects, and JSON Lines.
+
+Readers open the file in binary, decode it themselves and never hold more than the
+current record, so multi-gigabyte files read in flat memory. Problems confined to one
+row come back as a ``RawRow`` with ``error`` set; problems with the file as a whole
+(missing header or required columns, bad encoding, malformed JSON array) raise
+``bulkops.errors.FileFormatError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from pathlib import Path
+
+from bulkops.formats.base import FileFormat, RawRow, detect_format
+from bulkops.formats.csvfile import count_csv, read_csv, read_csv_header
+from bulkops.formats.jsonarray import count_json, read_json
+from bulkops.formats.jsonlines import count_jsonl, read_jsonl
+
+__all__ = ["FileFormat", "RawRow", "count_rows", "detect_format", "read_header", "read_rows"]
+
+
+def read_rows(
+    path: Path,
+    fmt: FileFormat,
+    *,
+    columns: Sequence[str],
+    required: Sequence[str] = (),
+    keep_raw: bool = False,
+) -> Generator[RawRow, None, None]:
+    """Stream the data rows of a local file.
+
+    File columns (CSV header names, JSON object keys) are matched to ``columns`` exactly,
+    else case-insensitively, exact matches winning; unmatched file columns are ignored.
+    CSV values stay strings (an empty cell is ``""``); JSON numbers are int or float.
+    Validation happens lazily: errors about the file as a whole are raised by the first
+    ``next()``, before any row is yielded, or later for faults found mid-file (bad
+    encoding, malformed JSON). The file is closed when the iterator is exhausted, closed
+    or garbage collected.
+
+    Args:
+        path: The local file.
+        fmt: Its format (a plain ``"csv"``, ``"json"`` or ``"jsonl"`` is accepted too).
+        columns: The row model's column names.
+        required: Model columns a CSV header must contain. JSON formats have no header,
+            so missing keys are left for row validation to report.
+        keep_raw: Also return each record under the file's own column names.
+
+    Yields:
+        One ``RawRow`` per data row, numbered from 1.
+
+    Raises:
+        FileFormatError: The file cannot be read as a whole.
+    """
+    fmt = FileFormat(fmt)
+    if fmt is FileFormat.CSV:
+        return read_csv(path, columns=columns, required=required, keep_raw=keep_raw)
+    if fmt is FileFormat.JSON:
+        return read_json(path, columns=columns, keep_raw=keep_raw)
+    return read_jsonl(path, columns=columns, keep_raw=keep_raw)
+
+
+def count_rows(path: Path, fmt: FileFormat) -> int:
+    """Count the data rows ``read_rows`` would yield, streaming the file.
+
+    CSV records are counted with the csv parser (quoted fields may span lines); a JSON
+    array is parsed in full, so a malformed document fails here, before processing.
+
+    Raises:
+        FileFormatError: The file cannot be read as a whole.
+    """
+    fmt = FileFormat(fmt)
+    if fmt is FileFormat.CSV:
+        return count_csv(path)
+    if fmt is FileFormat.JSON:
+        return count_json(path)
+    return count_jsonl(path)
+
+
+def read_header(path: Path, fmt: FileFormat) -> list[str] | None:
+    """The column names of a CSV file's header row, or None for JSON formats.
+
+    Raises:
+        FileFormatError: A CSV file is empty or its header cannot be parsed.
+    """
+    if FileFormat(fmt) is FileFormat.CSV:
+        return read_csv_header(path)
+    return None

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class OperationStatus(str, Enum):
+class OperationStatus(StrEnum):
     """Life-cycle status of an operation."""
 
     PENDING = "Pending"  # stored, waiting for a worker to claim it
@@ -68,7 +68,7 @@ def can_transition(source: OperationStatus, target: OperationStatus) -> bool:
     return source in allowed_sources(target)
 
 
-class RowState(str, Enum):
+class RowState(StrEnum):
     """State of one row record."""
 
     PENDING = "Pending"  # known but not yet run (or reset by a retry)
@@ -89,7 +89,7 @@ class RowState(str, Enum):
         return next((s for s in cls if s.value.casefold() == folded), None)
 
 
-class ErrorType(str, Enum):
+class ErrorType(StrEnum):
     """Why a row failed."""
 
     VALIDATION = "Validation"  # parse, conversion or row validation failed; never retried
@@ -105,7 +105,7 @@ class ErrorType(str, Enum):
         return next((s for s in cls if s.value.casefold() == folded), None)
 
 
-class EventType(str, Enum):
+class EventType(StrEnum):
     """Kinds of event recorded in the feed."""
 
     CREATED = "Created"
@@ -116,7 +116,7 @@ class EventType(str, Enum):
     ROW_FAILED = "RowFailed"
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     """Severity of an event."""
 
     INFO = "Info"

@@ -1,0 +1,183 @@
+"""Shared pieces of the readers: formats, the row type, detection and column matching."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+# Keys used in ``RawRow.raw`` for content that has no column name of its own. They start
+# with an underscore so they cannot be mistaken for a model column.
+RAW_EXTRA_KEY = "_extra"  # CSV fields beyond the header
+RAW_LINE_KEY = "_line"  # text of a record that could not be parsed at all
+RAW_VALUE_KEY = "_value"  # a JSON element that is not an object
+
+# Raw text kept for an unparsable record is capped: a runaway quote can swallow a lot.
+MAX_RAW_TEXT = 2000
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+class FileFormat(StrEnum):
+    """The file formats bulkops reads."""
+
+    CSV = "csv"
+    JSON = "json"
+    JSONL = "jsonl"
+
+
+@dataclass(slots=True)
+class RawRow:
+    """One data row as read from a file, before validation.
+
+    Attributes:
+        number: 1-based data row number. The CSV header is not a row; blank lines are
+            skipped and not counted.
+        values: The row keyed by the model's column names (only matched columns), or None
+            when ``error`` is set.
+        raw: The record under the file's own column names. Built when the reader was asked
+            to keep it, and always (best effort) for rows with an error.
+        error: A human-readable parse problem of this row, e.g.
+            ``"Row 7: JSON element is not an object"``.
+    """
+
+    number: int
+    values: dict[str, Any] | None
+    raw: dict[str, Any] | None
+    error: str | None = None
+
+
+_EXTENSIONS = {
+    "csv": FileFormat.CSV,
+    "json": FileFormat.JSON,
+    "jsonl": FileFormat.JSONL,
+    "ndjson": FileFormat.JSONL,
+    "jsonlines": FileFormat.JSONL,
+}
+
+_CONTENT_TYPES = {
+    "text/csv": FileFormat.CSV,
+    "application/csv": FileFormat.CSV,
+    "text/comma-separated-values": FileFormat.CSV,
+    "application/json": FileFormat.JSON,
+    "text/json": FileFormat.JSON,
+    "application/x-ndjson": FileFormat.JSONL,
+    "application/ndjson": FileFormat.JSONL,
+    "application/jsonl": FileFormat.JSONL,
+    "application/x-jsonl": FileFormat.JSONL,
+    "application/jsonlines": FileFormat.JSONL,
+    "application/x-jsonlines": FileFormat.JSONL,
+    "text/jsonl": FileFormat.JSONL,
+}
+
+
+def detect_format(file_name: str | None, content_type: str | None) -> FileFormat | None:
+    """Guess the format of an upload.
+
+    The file name's extension decides when it is known (``.csv``, ``.json``, ``.jsonl``,
+    ``.ndjson``, any case); otherwise the content type does (parameters such as
+    ``charset`` are ignored, and any ``+json`` type counts as JSON).
+
+    Args:
+        file_name: The uploaded file name, possibly with a client-side path.
+        content_type: The declared media type.
+
+    Returns:
+        The format, or None when neither hint names a supported one.
+    """
+    if file_name:
+        # Browsers may send a full client path, with either separator.
+        base = file_name.replace("\\", "/").rsplit("/", 1)[-1]
+        if "." in base:
+            found = _EXTENSIONS.get(base.rsplit(".", 1)[1].lower())
+            if found is not None:
+                return found
+    if content_type:
+        media = content_type.split(";", 1)[0].strip().lower()
+        found = _CONTENT_TYPES.get(media)
+        if found is not None:
+            return found
+        if media.endswith("+json"):
+            return FileFormat.JSON
+    return None
+
+
+def _fold(name: str) -> str:
+    # Case-insensitive matching also forgives stray spaces around a header name.
+    return name.strip().casefold()
+
+
+def match_columns(names: Sequence[str], columns: Iterable[str]) -> dict[str, int]:
+    """Map model columns to positions in a list of file column names.
+
+    A file name equal to the model column wins; otherwise the first file name equal to it
+    case-insensitively (and not claimed exactly by another model column) is used.
+
+    Args:
+        names: The file's column names in file order.
+        columns: The model's column names.
+
+    Returns:
+        ``{model column: index into names}`` for the model columns found.
+    """
+    wanted = list(dict.fromkeys(columns))
+    exact: dict[str, int] = {}
+    for index, name in enumerate(names):
+        exact.setdefault(name, index)
+    claimed = {exact[col] for col in wanted if col in exact}
+    folded: dict[str, int] = {}
+    for index, name in enumerate(names):
+        if index not in claimed:
+            folded.setdefault(_fold(name), index)
+    found: dict[str, int] = {}
+    for col in wanted:
+        position = exact.get(col, folded.get(_fold(col)))
+        if position is not None:
+            found[col] = position
+    return found
+
+
+class KeyMatcher:
+    """Re-keys JSON objects from the file's keys to the model's column names."""
+
+    __slots__ = ("_exact", "_folded")
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self._exact = frozenset(columns)
+        self._folded: dict[str, str] = {}
+        for col in columns:
+            self._folded.setdefault(_fold(col), col)
+
+    def values(self, obj: dict[str, Any], *, copy: bool) -> dict[str, Any]:
+        """The matched model columns of ``obj`` (exact keys win over case-insensitive).
+
+        Args:
+            obj: A decoded JSON object.
+            copy: Whether the result must not be ``obj`` itself (when ``obj`` is kept raw).
+        """
+        if obj.keys() <= self._exact:
+            # The common case: the producer used the model's names.
+            return dict(obj) if copy else obj
+        values: dict[str, Any] = {}
+        inexact: list[tuple[str, Any]] = []
+        for key, value in obj.items():
+            if key in self._exact:
+                values[key] = value
+            else:
+                col = self._folded.get(_fold(key))
+                if col is not None:
+                    inexact.append((col, value))
+        for col, value in inexact:
+            values.setdefault(col, value)
+        return values
+
+
+def clip(text: str) -> str:
+    """Cap raw text kept for an unparsable record."""
+    return text if len(text) <= MAX_RAW_TEXT else text[:MAX_RAW_TEXT] + "..."
+
+
+def not_utf8_message(row: int) -> str:
+    """The message of a file that fails to decode near a data row."""
+    return f"File is not valid UTF-8 (near row {row})"

@@ -1,0 +1,149 @@
+"""Real bulkops processes on loopback ports, stopped at the end of each test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+HERE = Path(__file__).parent
+TERMINAL = {"Completed", "CompletedWithErrors", "Failed", "Cancelled"}
+
+pytestmark = pytest.mark.e2e
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Process:
+    """A running ``bulkops`` command with its log file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.args = args
+        self.log = log
+        self._log_handle = log.open("wb")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "bulkops", *args],
+            env=env,
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        """What the process printed so far."""
+        return self.log.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        """Send a signal (SIGTERM for a graceful stop, SIGKILL for a crash)."""
+        self.popen.send_signal(sig)
+
+    def wait(self, timeout: float = 30) -> int:
+        """Wait for exit and return the exit code."""
+        return self.popen.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        """Stop gracefully, killing after a grace period."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=10)
+        self._log_handle.close()
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., Process]]:
+    """Returns ``spawn(*args, **env_overrides) -> Process``; all are stopped afterwards.
+
+    Every process of one test shares a SQLite file and a file directory under tmp_path.
+    """
+    started: list[Process] = []
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("BULKOPS_")}
+    base_env.update(
+        {
+            "BULKOPS_DATABASE_URL": f"sqlite:///{tmp_path}/shared.db",
+            "BULKOPS_FILES_URL": f"file://{tmp_path}/files",
+            "BULKOPS_OPERATIONS": f"bulkops.examples.operations,{HERE / 'e2e_operations.py'}",
+            "BULKOPS_FLUSH_INTERVAL": "0.1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+
+    def start(*args: str, **env: Any) -> Process:
+        full_env = dict(base_env)
+        full_env.update({f"BULKOPS_{k.upper()}": str(v) for k, v in env.items()})
+        process = Process(list(args), full_env, tmp_path / f"process-{len(started)}.log")
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def wait_ready(process: Process, url: str, timeout: float = 30) -> None:
+    """Poll /health/live until the server answers."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.popen.poll() is not None:
+            raise AssertionError(f"process exited early:\n{process.output()}")
+        try:
+            if httpx.get(f"{url}/health/live", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"server not ready:\n{process.output()}")
+
+
+def serve(spawn: Callable[..., Process], *args: str, **env: Any) -> tuple[Process, str]:
+    """Start ``bulkops serve`` on a free port and wait until it answers."""
+    port = free_port()
+    process = spawn("serve", "--port", str(port), *args, **env)
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(process, url)
+    return process, url
+
+
+def wait_for(
+    predicate: Callable[[], bool], *, timeout: float = 30, what: str = "condition"
+) -> None:
+    """Poll a predicate with a deadline."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def status_of(url: str, operation_id: str) -> dict[str, Any]:
+    """GET the status view."""
+    body: dict[str, Any] = httpx.get(f"{url}/api/bulks/{operation_id}/status").json()
+    return body
+
+
+def wait_terminal(url: str, operation_id: str, timeout: float = 30) -> dict[str, Any]:
+    """Poll the status until terminal."""
+    found: dict[str, Any] = {}
+
+    def done() -> bool:
+        found.update(status_of(url, operation_id))
+        return found.get("status") in TERMINAL
+
+    wait_for(done, timeout=timeout, what=f"{operation_id} to finish")
+    return found

@@ -1,0 +1,27 @@
+"""An operation for cross-process tests: rows named wait* wait until a gate file exists."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import bulkops as bo
+
+
+class GateMeta(bo.Metadata):
+    gate: str
+    log: str
+
+
+class Item(bo.Row):
+    name: str
+
+
+@bo.operation("file-gated", description="Waits for a gate file on rows named wait*")
+class FileGated(bo.RowOperation[GateMeta, Item]):
+    async def process_row(self, row: Item, metadata: GateMeta) -> None:
+        if row.name.startswith("wait"):
+            while not Path(metadata.gate).exists():
+                await asyncio.sleep(0.02)
+        with open(metadata.log, "a") as log:
+            log.write(row.name + "\n")
