@@ -74,9 +74,7 @@ class OperationStore(Protocol):
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
         """Record how many data rows the file holds."""
 
-    async def heartbeat(
-        self, operation_ids: Sequence[UUID], worker_id: str, now: datetime
-    ) -> None:
+    async def heartbeat(self, operation_ids: Sequence[UUID], worker_id: str, now: datetime) -> None:
         """Renew ``heartbeat_at`` of the Running operations this worker holds."""
 
     async def running(self) -> Sequence[OperationRecord]:
@@ -99,20 +97,16 @@ class RowStore(Protocol):
         so a worker notices a cancellation at every flush.
         """
 
-    async def get(self, operation_id: UUID, row_number: int) -> RowRecord | None:
+    async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
         """One row record, or None."""
 
     async def page(self, query: RowQuery) -> Page[RowRecord]:
         """A page of row records matching the query, by row number."""
 
-    async def final_row_numbers(
-        self, operation_id: UUID, after: int, limit: int
-    ) -> Sequence[int]:
+    async def final_row_numbers(self, operation_id: UUID, after: int, limit: int) -> Sequence[int]:
         """Ascending row numbers above ``after`` whose state is Completed or Failed."""
 
-    def iterate(
-        self, operation_id: UUID, *, batch_size: int = 1000
-    ) -> AsyncIterator[RowRecord]:
+    def iterate(self, operation_id: UUID, *, batch_size: int = 1000) -> AsyncIterator[RowRecord]:
         """Every row record of an operation by row number, fetched in batches."""
 
 

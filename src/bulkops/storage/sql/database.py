@@ -1,0 +1,198 @@
+"""Database URLs, engine set-up, and the read/write transaction helpers every SQL store uses.
+
+SQLite is shared between an API process and a worker process, so every connection runs in
+WAL mode with a generous busy timeout, and write transactions start with ``BEGIN IMMEDIATE``:
+a writer takes the write lock up front instead of upgrading a read lock mid-transaction,
+which SQLite cannot wait for (it fails at once with "database is locked").
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError, StatementError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from bulkops.errors import StorageError
+
+# Connection execution option that marks a write transaction (SQLite: BEGIN IMMEDIATE).
+WRITE_OPTION = "bulkops_write"
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_SQLITE_PRAGMAS = (
+    f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}",
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA synchronous = NORMAL",
+)
+# What the boundary translates into StorageError. SQLAlchemy wraps most driver errors, but
+# connection set-up and pool code can surface the raw ones.
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error, OSError)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short message for a driver error (no SQL text or bound parameters)."""
+    cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[0] if text else ''}"
+
+
+def storage_error(action: str, exc: BaseException) -> Exception:
+    """The exception to raise for a driver error caught during ``action``.
+
+    A ``ValueError`` from a column type (say, a naive datetime) is the caller's mistake, not
+    a backend failure: it comes back unwrapped.
+    """
+    if (
+        isinstance(exc, StatementError)
+        and not isinstance(exc, DBAPIError)
+        and isinstance(exc.orig, ValueError)
+    ):
+        return exc.orig
+    return StorageError(f"{action} failed: {describe_error(exc)}")
+
+
+def parse_url(url: str, *, asynchronous: bool) -> URL:
+    """Validate a bulkops database URL and pick the driver.
+
+    Accepts ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``postgresql://...`` (also
+    ``postgres://`` and ``postgresql+psycopg://``). SQLite uses aiosqlite (async) or sqlite3
+    (sync); PostgreSQL uses psycopg 3 for both.
+
+    Raises:
+        ValueError: the URL is malformed, names another database, or an in-memory SQLite
+            database (each connection would see its own empty database).
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ValueError(f"malformed database URL: {exc}") from exc
+    # Read the names from the text: get_driver_name() would load a dialect for "postgres".
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend == "sqlite" and driver in ("", "pysqlite", "aiosqlite"):
+        if not parsed.database or parsed.database == ":memory:" or "mode=memory" in url:
+            raise ValueError("an in-memory SQLite database is not supported; use a file path")
+        return parsed.set(drivername="sqlite+aiosqlite" if asynchronous else "sqlite")
+    if backend in ("postgresql", "postgres") and driver in ("", "psycopg", "psycopg_async"):
+        return parsed.set(drivername="postgresql+psycopg")
+    shown = parsed.render_as_string(hide_password=True)
+    raise ValueError(f"unsupported database URL {shown!r}: use sqlite:/// or postgresql://")
+
+
+def configure_sqlite(engine: Engine) -> None:
+    """Install the pragmas and the BEGIN / BEGIN IMMEDIATE hooks on a SQLite engine.
+
+    The driver's own transaction handling is switched off (``isolation_level=None`` in the
+    connect arguments) so that these hooks alone decide how a transaction begins.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for pragma in _SQLITE_PRAGMAS:
+                cursor.execute(pragma)
+            _enable_wal(cursor)
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        write = connection.get_execution_options().get(WRITE_OPTION, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _enable_wal(cursor: Any) -> None:
+    # The journal mode is stored in the file, so this only changes a brand-new database. The
+    # switch needs an exclusive lock, and SQLite reports a conflict at once instead of
+    # calling the busy handler (two processes creating one file at start-up), so retry.
+    # The sleep may block an event loop briefly, but only while a new file is set up.
+    cursor.execute("PRAGMA journal_mode")
+    if str(cursor.fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)
+
+
+def engine_arguments(url: URL) -> dict[str, Any]:
+    """Keyword arguments for ``create_engine`` / ``create_async_engine`` for this URL."""
+    if url.get_backend_name() == "sqlite":
+        return {"connect_args": {"isolation_level": None}}
+    return {"pool_pre_ping": True}
+
+
+class Database:
+    """Owns the async engine; hands out read and write transactions.
+
+    Every store goes through ``read()`` / ``write()``, which is where driver errors become
+    ``StorageError``.
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, *, echo: bool = False) -> Database:
+        """Create the engine for a database URL (see ``parse_url``). Connects lazily."""
+        parsed = parse_url(url, asynchronous=True)
+        engine = create_async_engine(parsed, echo=echo, **engine_arguments(parsed))
+        if parsed.get_backend_name() == "sqlite":
+            configure_sqlite(engine.sync_engine)
+        return cls(engine)
+
+    @property
+    def dialect_name(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._engine.dialect.name
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction for reads; on SQLite it takes no write lock."""
+        async with self._transaction(write=False) as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, a normal one on PostgreSQL.
+
+        Commits when the block ends, rolls back when it raises.
+        """
+        async with self._transaction(write=True) as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def _transaction(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
+        if self._closed:
+            raise StorageError("the database is closed")
+        try:
+            async with self._engine.connect() as connection:
+                if write:
+                    await connection.execution_options(**{WRITE_OPTION: True})
+                async with connection.begin():
+                    yield connection
+        except DRIVER_ERRORS as exc:
+            raise storage_error("database write" if write else "database read", exc) from exc
+
+    async def close(self) -> None:
+        """Close every pooled connection; later calls raise ``StorageError``."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._engine.dispose()
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"closing the database failed: {describe_error(exc)}") from exc

@@ -1,0 +1,126 @@
+"""The relational schema: SQLAlchemy Core tables shared by SQLite and PostgreSQL.
+
+Migrations (``migrations/versions``) create exactly this schema; a test compares the two.
+Column names equal the field names of the records they store.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+from bulkops.storage.sql.types import EnumText, JsonType, UtcDateTime, UuidType
+from bulkops.storage.states import ErrorType, EventType, OperationStatus, RowState, Severity
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+operations = Table(
+    "operations",
+    metadata,
+    Column("id", UuidType(), primary_key=True),
+    Column("operation_name", String(200), nullable=False),
+    Column("status", EnumText(OperationStatus), nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("source", String(200), nullable=False),
+    Column("file_id", String(200), nullable=False),
+    Column("file_name", Text(), nullable=False),
+    Column("file_size", BigInteger(), nullable=False),
+    Column("file_format", String(16), nullable=False),
+    Column("metadata", JsonType, nullable=False),
+    Column("notifications", JsonType, nullable=True),
+    Column("started_at", UtcDateTime(), nullable=True),
+    Column("completed_at", UtcDateTime(), nullable=True),
+    Column("total_rows", BigInteger(), nullable=False, server_default="0"),
+    Column("processed_rows", BigInteger(), nullable=False, server_default="0"),
+    Column("successful_rows", BigInteger(), nullable=False, server_default="0"),
+    Column("error_count", BigInteger(), nullable=False, server_default="0"),
+    Column("retry_count", Integer(), nullable=False, server_default="0"),
+    Column("error_message", Text(), nullable=True),
+    Column("version", Integer(), nullable=False, server_default="0"),
+    Column("worker_id", String(200), nullable=True),
+    Column("heartbeat_at", UtcDateTime(), nullable=True),
+    # Claimable (Pending/Retrying, oldest first) and Running look-ups.
+    Index("ix_operations_status_created_at", "status", "created_at"),
+    Index("ix_operations_operation_name", "operation_name"),
+)
+
+# Listing pages newest first with id as the tie-breaker.
+Index("ix_operations_created_at_id", operations.c.created_at.desc(), operations.c.id)
+
+row_records = Table(
+    "row_records",
+    metadata,
+    Column(
+        "operation_id",
+        UuidType(),
+        ForeignKey("operations.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("row_number", Integer(), primary_key=True),
+    Column("state", EnumText(RowState), nullable=False),
+    Column("row_id", String(200), nullable=True),
+    Column("step_index", Integer(), nullable=False),
+    Column("step_name", String(200), nullable=True),
+    Column("error_type", EnumText(ErrorType), nullable=True),
+    Column("error_message", Text(), nullable=True),
+    Column("retry_attempt", Integer(), nullable=False),
+    Column("signal_key", String(500), nullable=True),
+    Column("row_data", JsonType, nullable=True),
+    # StepState.to_json() dicts; NULL for row-based operations (no steps) to save space.
+    Column("steps", JsonType, nullable=True),
+    Column("waiting_since", UtcDateTime(), nullable=True),
+    Column("completed_at", UtcDateTime(), nullable=True),
+    Index("ix_row_records_operation_id_state", "operation_id", "state"),
+    # Partial: only rows waiting for a signal have a key, so the hot-path inserts of every
+    # other row skip this index. Prefix and equality look-ups on signal_key imply NOT NULL,
+    # so both databases still use it.
+    Index(
+        "ix_row_records_operation_id_signal_key",
+        "operation_id",
+        "signal_key",
+        sqlite_where=text("signal_key IS NOT NULL"),
+        postgresql_where=text("signal_key IS NOT NULL"),
+    ),
+)
+
+events = Table(
+    "events",
+    metadata,
+    # The database assigns sequences, so several processes feed one ordering. On SQLite,
+    # AUTOINCREMENT keeps sequences from being reused after the newest events are pruned.
+    Column(
+        "sequence",
+        BigInteger().with_variant(Integer(), "sqlite"),
+        Identity(),
+        primary_key=True,
+    ),
+    Column("operation_id", UuidType(), nullable=False),
+    Column("operation_name", String(200), nullable=False),
+    Column("type", EnumText(EventType), nullable=False),
+    Column("severity", EnumText(Severity), nullable=False),
+    Column("message", Text(), nullable=False),
+    Column("timestamp", UtcDateTime(), nullable=False),
+    Index("ix_events_operation_id_sequence", "operation_id", "sequence"),
+    Index("ix_events_timestamp", "timestamp"),
+    sqlite_autoincrement=True,
+)
