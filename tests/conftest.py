@@ -45,3 +45,22 @@ def postgres_url() -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres_url(postgres_url: str) -> str:
+    """The session's PostgreSQL database, migrated once."""
+    from bulkops.storage.sql import migrate
+
+    migrate(postgres_url)
+    return postgres_url
+
+
+@pytest.fixture
+def empty_postgres_url(migrated_postgres_url: str) -> str:
+    """The session's PostgreSQL database with every table emptied."""
+    import psycopg
+
+    with psycopg.connect(migrated_postgres_url, autocommit=True) as conn:
+        conn.execute("TRUNCATE operations, row_records, events RESTART IDENTITY CASCADE")
+    return migrated_postgres_url

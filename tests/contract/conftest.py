@@ -41,13 +41,6 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def migrated_postgres_url(postgres_url: str) -> str:
-    """The session's PostgreSQL database, migrated once."""
-    migrate(postgres_url)
-    return postgres_url
-
-
 async def _truncate(database: Database) -> None:
     async with database.write() as conn:
         await conn.exec_driver_sql(

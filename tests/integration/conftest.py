@@ -52,9 +52,12 @@ async def make_client(tmp_path: Path) -> AsyncIterator[ClientFactory]:
         yield make
 
 
-@pytest.fixture
-async def client(make_client: ClientFactory) -> httpx.AsyncClient:
-    """A combined instance serving the test operations."""
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def client(request: pytest.FixtureRequest, make_client: ClientFactory) -> httpx.AsyncClient:
+    """A combined instance serving the test operations, on SQLite and on PostgreSQL."""
+    if request.param == "postgres":
+        url = request.getfixturevalue("empty_postgres_url")
+        return await make_client(database_url=url, migrate_on_start=False)
     return await make_client()
 
 
