@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from bulkops.api.app import create_app
 from bulkops.definition.models import Metadata, Row
-from bulkops.definition.operation import RowOperation, operation
+from bulkops.definition.operation import PipelineOperation, RowOperation, operation
+from bulkops.definition.steps import PollingStep, SignalStep, Step, polling_step, signal_step, step
+from bulkops.engine.signals import SignalService
 from bulkops.errors import BulkOpsError, ValidationError
 from bulkops.settings import Settings
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
@@ -21,12 +23,20 @@ __all__ = [
     "ErrorType",
     "Metadata",
     "OperationStatus",
+    "PipelineOperation",
+    "PollingStep",
     "Row",
     "RowOperation",
     "RowState",
     "Settings",
+    "SignalService",
+    "SignalStep",
+    "Step",
     "ValidationError",
     "Worker",
     "create_app",
     "operation",
+    "polling_step",
+    "signal_step",
+    "step",
 ]

@@ -11,15 +11,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry, load_registry
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
+from bulkops.engine.recovery import OrphanRecovery
 from bulkops.engine.scheduler import NullScheduler, Scheduler, WorkScheduler
+from bulkops.engine.signals import SignalHub, SignalService
 from bulkops.service import (
     CatalogService,
     CommandService,
     FeedService,
     QueryService,
+    SignalUseCase,
     SubmissionService,
 )
 from bulkops.settings import Settings
@@ -60,6 +64,8 @@ class Runtime:
     queries: QueryService
     commands: CommandService
     feed: FeedService
+    signals: SignalService
+    signal_requests: SignalUseCase
     _database: object | None = None
 
     @classmethod
@@ -100,7 +106,9 @@ class Runtime:
             settings.files_url, s3_endpoint=settings.s3_endpoint, s3_region=settings.s3_region
         )
         stores = Stores(operations=operations, rows=rows, events=events, files=files)
-        scheduler = cls._scheduler(settings, registry, stores, role)
+        hub = SignalHub()
+        signals = SignalService(rows, hub)
+        scheduler = cls._scheduler(settings, registry, stores, role, hub)
         return cls(
             settings=settings,
             registry=registry,
@@ -119,11 +127,15 @@ class Runtime:
             queries=QueryService(operations, rows, files),
             commands=CommandService(operations, events),
             feed=FeedService(events, operations),
+            signals=signals,
+            signal_requests=SignalUseCase(operations, signals),
             _database=database,
         )
 
     @staticmethod
-    def _scheduler(settings: Settings, registry: Registry, stores: Stores, role: Role) -> Scheduler:
+    def _scheduler(
+        settings: Settings, registry: Registry, stores: Stores, role: Role, hub: SignalHub
+    ) -> Scheduler:
         if role == "api":
             return NullScheduler()
         processor = Processor(
@@ -135,7 +147,10 @@ class Runtime:
                 flush_rows=settings.flush_rows,
                 flush_interval=settings.flush_interval,
                 heartbeat_interval=settings.heartbeat_interval,
+                signal_poll_interval=settings.signal_poll_interval,
+                step_retry_delay=settings.step_retry_delay,
             ),
+            hub,
         )
         return WorkScheduler(
             processor,
@@ -146,7 +161,18 @@ class Runtime:
         )
 
     async def start(self) -> None:
-        """Start background processing (a no-op for an API-only instance)."""
+        """Run orphaned-step recovery when enabled, then start background processing (a
+        no-op for an API-only instance)."""
+        if self.settings.enable_orphaned_step_recovery and not isinstance(
+            self.scheduler, NullScheduler
+        ):
+            recovery = OrphanRecovery(
+                self.stores.operations,
+                self.stores.rows,
+                self.stores.events,
+                orphan_age=self.settings.orphan_age,
+            )
+            await recovery.run(utcnow())
         await self.scheduler.start()
 
     async def close(self) -> None:

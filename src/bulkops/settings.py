@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     enable_orphaned_step_recovery: bool = False
     orphan_age: float = Field(default=300, gt=0)
     signal_poll_interval: float = Field(default=2, gt=0)
+    step_retry_delay: float = Field(
+        default=1.0,
+        ge=0,
+        description="Base delay of per-step retries (doubles each attempt, jittered, max 30 s).",
+    )
     heartbeat_interval: float = Field(default=5, gt=0)
     shutdown_timeout: float = Field(default=30, ge=0)
     max_upload_bytes: int = Field(default=100 * 1024 * 1024, ge=0)
@@ -62,6 +67,15 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return _split_commas(value)
+
+    @model_validator(mode="after")
+    def _orphans_outlive_heartbeats(self) -> Settings:
+        if self.enable_orphaned_step_recovery and self.orphan_age <= self.heartbeat_interval:
+            raise ValueError(
+                "BULKOPS_ORPHAN_AGE must be longer than BULKOPS_HEARTBEAT_INTERVAL, or live "
+                "workers would look orphaned"
+            )
+        return self
 
     @model_validator(mode="after")
     def _no_wildcard_origin(self) -> Settings:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.scheduler import WorkScheduler
+from bulkops.engine.signals import SignalService
 from bulkops.runtime import Runtime, build_registry
 from bulkops.settings import Settings
 
@@ -36,6 +37,11 @@ class Worker:
         if self._runtime is None:
             raise RuntimeError("Worker is not started")
         return self._runtime
+
+    @property
+    def signals(self) -> SignalService:
+        """Signal rows waiting in this worker by their full scoped key."""
+        return self.runtime.signals
 
     async def start(self) -> None:
         """Open storage and start processing (startup pickup, pollers)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
 import bulkops as bo
@@ -25,3 +26,20 @@ class FileGated(bo.RowOperation[GateMeta, Item]):
                 await asyncio.sleep(0.02)
         with open(metadata.log, "a") as log:
             log.write(row.name + "\n")
+
+
+class LogMeta(bo.Metadata):
+    log: str
+
+
+@bo.operation("e2e-approval", description="Waits for a signal keyed by the row's name")
+class E2EApproval(bo.PipelineOperation[LogMeta, Item]):
+    @bo.signal_step("Approve", order=1, key=lambda row, md: row.name, timeout=timedelta(minutes=2))
+    async def ask(self, row: Item, metadata: LogMeta) -> None:
+        with open(metadata.log, "a") as log:
+            log.write(f"ask {row.name}\n")
+
+    @bo.step("Done", order=2)
+    async def done(self, row: Item, metadata: LogMeta) -> None:
+        with open(metadata.log, "a") as log:
+            log.write(f"done {row.name}\n")

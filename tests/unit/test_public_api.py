@@ -11,14 +11,22 @@ def test_exported_members() -> None:
         "ErrorType",
         "Metadata",
         "OperationStatus",
+        "PipelineOperation",
+        "PollingStep",
         "Row",
         "RowOperation",
         "RowState",
         "Settings",
+        "SignalService",
+        "SignalStep",
+        "Step",
         "ValidationError",
         "Worker",
         "create_app",
         "operation",
+        "polling_step",
+        "signal_step",
+        "step",
     ]
     for name in bulkops.__all__:
         assert getattr(bulkops, name) is not None

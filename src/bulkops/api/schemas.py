@@ -11,6 +11,7 @@ from pydantic.alias_generators import to_camel
 
 from bulkops.definition.fields import FieldDescriptor
 from bulkops.definition.operation import PROCESS_STEP, OperationDefinition
+from bulkops.engine.signals import SignalResult
 from bulkops.service.queries import StatusView
 from bulkops.service.submission import ValidationResult
 from bulkops.storage.records import EventRecord, OperationRecord, Page, RowRecord, StepState
@@ -323,3 +324,32 @@ class HealthSchema(Schema):
 
     status: str
     checks: dict[str, Any] | None = None
+
+
+class SignalFailureRequest(Schema):
+    """Body of a failure signal."""
+
+    error_message: str
+
+
+class SignalResultSchema(Schema):
+    """What a signal did to the row that was waiting."""
+
+    row_number: int
+    step_index: int
+    step_name: str | None = None
+    completed: bool
+    failed: bool
+    cross_process: bool
+
+    @classmethod
+    def of(cls, result: SignalResult) -> SignalResultSchema:
+        """Map a signal result."""
+        return cls(
+            row_number=result.row.row_number,
+            step_index=result.row.step_index,
+            step_name=result.row.step_name,
+            completed=result.completed,
+            failed=result.failed,
+            cross_process=result.cross_process,
+        )

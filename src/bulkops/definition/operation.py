@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from bulkops.definition.fields import FieldDescriptor, describe
 from bulkops.definition.models import Metadata, Row, column_name
+from bulkops.definition.steps import Step, StepKind, StepMethod, StepSpec
 from bulkops.errors import DefinitionError
 
 M = TypeVar("M", bound=Metadata)
@@ -45,16 +46,55 @@ class RowOperation(OperationBase[M, R]):
         raise NotImplementedError
 
 
+class PipelineOperation(OperationBase[M, R]):
+    """An operation that runs an ordered list of steps for each row.
+
+    Declare steps as methods decorated with ``@bulkops.step``, ``@bulkops.signal_step`` or
+    ``@bulkops.polling_step``, and/or return ``bulkops.Step`` objects from ``steps()``; all
+    are merged by ``order``.
+    """
+
+    def steps(self) -> Sequence[Step]:
+        """Steps given as objects (default: none). Must be cheap and always return the same
+        names: it is also called once when the operation is registered."""
+        return ()
+
+
 @dataclass(frozen=True, slots=True)
 class StepDefinition:
-    """One step of a row's processing, in execution order (``index`` is zero-based)."""
+    """One step of a row's processing, in execution order (``index`` is zero-based).
+
+    ``method_name`` names the step's method; None for a step given as an object.
+    """
 
     name: str
     index: int
-    method_name: str
+    method_name: str | None
     order: int = 0
     max_retries: int = 0
     allow_operation_retry: bool = True
+    kind: StepKind = StepKind.PLAIN
+    timeout: float | None = None
+    poll_interval: float = 0.0
+    key: Callable[[Any, Any], Any] | None = None
+    check_name: str | None = None
+
+    @classmethod
+    def of(cls, spec: StepSpec, index: int, method_name: str | None) -> StepDefinition:
+        """Build from a declaration."""
+        return cls(
+            name=spec.name,
+            index=index,
+            method_name=method_name,
+            order=spec.order,
+            max_retries=spec.max_retries,
+            allow_operation_retry=spec.allow_operation_retry,
+            kind=spec.kind,
+            timeout=spec.timeout,
+            poll_interval=spec.poll_interval,
+            key=spec.key,
+            check_name=spec.check_name,
+        )
 
 
 @dataclass(frozen=True)
@@ -122,6 +162,45 @@ def _overrides(cls: type, method: str, base: type) -> bool:
     return getattr(cls, method, None) is not getattr(base, method, None)
 
 
+def _declared_steps(cls: type) -> list[tuple[StepSpec, str | None]]:
+    methods: dict[str, StepSpec] = {}
+    for klass in reversed(inspect.getmro(cls)):
+        for attribute, value in vars(klass).items():
+            if isinstance(value, StepMethod):
+                methods[attribute] = value.spec
+    found: list[tuple[StepSpec, str | None]] = [(spec, attr) for attr, spec in methods.items()]
+    if _overrides(cls, "steps", PipelineOperation):
+        try:
+            objects = list(cls().steps())
+        except Exception as exc:
+            raise DefinitionError(f"{cls.__name__}.steps() failed: {exc}") from exc
+        for item in objects:
+            if not isinstance(item, Step):
+                raise DefinitionError(f"{cls.__name__}.steps() must return bulkops.Step objects")
+            found.append((item.spec(), None))
+    return found
+
+
+def _pipeline_steps(cls: type, name: str) -> tuple[StepDefinition, ...]:
+    declared = _declared_steps(cls)
+    if not declared:
+        raise DefinitionError(f"Pipeline operation {name!r} declares no steps")
+    seen: set[str] = set()
+    for spec, method in declared:
+        key = spec.name.casefold()
+        if key in seen:
+            raise DefinitionError(f"Operation {name!r} has two steps named {spec.name!r}")
+        seen.add(key)
+        if spec.kind is StepKind.POLLING and spec.check_name is None and method is not None:
+            raise DefinitionError(
+                f"Polling step {spec.name!r} needs a completion check (@{method}.check)"
+            )
+    ordered = sorted(declared, key=lambda item: item[0].order)  # stable: ties keep order
+    return tuple(
+        StepDefinition.of(spec, index, method) for index, (spec, method) in enumerate(ordered)
+    )
+
+
 def _check_name(name: object) -> str:
     if not isinstance(name, str) or not name.strip():
         raise DefinitionError("An operation name must be a non-empty string")
@@ -147,8 +226,11 @@ def build_definition(
             raise DefinitionError(f"Operation {name!r} must define process_row")
         steps: tuple[StepDefinition, ...] = (StepDefinition(PROCESS_STEP, 0, "process_row"),)
         step_based = False
+    elif issubclass(cls, PipelineOperation):
+        steps = _pipeline_steps(cls, name)
+        step_based = True
     else:
-        raise DefinitionError(f"{cls.__name__} must subclass RowOperation")
+        raise DefinitionError(f"{cls.__name__} must subclass RowOperation or PipelineOperation")
     return OperationDefinition(
         name=_check_name(name),
         description=description or (inspect.getdoc(cls) or "").split("\n\n")[0],

@@ -17,13 +17,15 @@ from bulkops.definition.registry import Registry
 from bulkops.engine.events import finished, status_changed
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.lease import Lease
+from bulkops.engine.pipeline import PipelineRunner
 from bulkops.engine.recorder import RowRecorder
-from bulkops.engine.resume import FinishedRows
+from bulkops.engine.resume import StoredRows
 from bulkops.engine.rows import RowRunner
+from bulkops.engine.signals import SignalHub
 from bulkops.errors import FileFormatError, StorageError, ValidationError
 from bulkops.formats import FileFormat, RawRow, count_rows, read_rows
 from bulkops.storage.ports import EventStore, FileStore, OperationStore, RowStore
-from bulkops.storage.records import OperationRecord
+from bulkops.storage.records import OperationRecord, RowRecord
 from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
@@ -31,6 +33,9 @@ log = logging.getLogger("bulkops.engine")
 # Rows run between two explicit yields to the event loop, so HTTP stays responsive while a
 # large file is processed in the same process.
 _YIELD_EVERY = 128
+
+
+Runner = RowRunner | PipelineRunner
 
 
 class StopReason(enum.Enum):
@@ -58,6 +63,8 @@ class ProcessorConfig:
     flush_rows: int = 1000
     flush_interval: float = 0.5
     heartbeat_interval: float = 5.0
+    signal_poll_interval: float = 2.0
+    step_retry_delay: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +80,17 @@ class Stores:
 class Processor:
     """Runs claimed operations. One instance serves every operation of a scheduler."""
 
-    def __init__(self, registry: Registry, stores: Stores, config: ProcessorConfig) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        stores: Stores,
+        config: ProcessorConfig,
+        hub: SignalHub | None = None,
+    ) -> None:
         self.registry = registry
         self.stores = stores
         self.config = config
+        self.hub = hub or SignalHub()
 
     def start(self, record: OperationRecord) -> OperationRun:
         """A run for an operation this worker has just claimed (status Running)."""
@@ -160,7 +174,9 @@ class OperationRun:
         elif self.stop_reason is not None:
             return  # cancelled or taken over: the stored status stands
         else:
-            current = await operations.get(self.record.id)
+            # Counters come from the stored row states, so a row a signal failed in storage
+            # while no worker held it is counted exactly once.
+            current = await operations.recount(self.record.id)
             errors = current.error_count if current else 0
             target = OperationStatus.COMPLETED_WITH_ERRORS if errors else OperationStatus.COMPLETED
             updated = await operations.transition(self.record.id, target, now)
@@ -194,7 +210,9 @@ class OperationRun:
             finally:
                 reader.close()
 
-    async def _prepare(self, definition: OperationDefinition, fmt: FileFormat) -> RowRunner:
+    async def _prepare(
+        self, definition: OperationDefinition, fmt: FileFormat
+    ) -> RowRunner | PipelineRunner:
         try:
             metadata = convert(
                 definition.metadata_model, self.record.metadata, empty_is_missing=False
@@ -207,17 +225,26 @@ class OperationRun:
                 await invoke(instance.validate_metadata, metadata)
             except Exception as exc:
                 raise OperationFailed(f"Metadata validation failed: {error_text(exc)}") from None
-        return RowRunner(
+        empty_is_missing = fmt is FileFormat.CSV
+        if not definition.is_step_based:
+            return RowRunner(
+                definition, instance, metadata, self.record.id, empty_is_missing=empty_is_missing
+            )
+        return PipelineRunner(
             definition,
             instance,
             metadata,
             self.record.id,
-            empty_is_missing=fmt is FileFormat.CSV,
+            empty_is_missing=empty_is_missing,
+            rows=self._stores.rows,
+            hub=self._p.hub,
+            signal_poll_interval=self._config.signal_poll_interval,
+            retry_delay=self._config.step_retry_delay,
         )
 
     async def _pending_rows(self, reader: Iterator[RawRow]) -> _RowSource:
-        finished_rows = await FinishedRows.load(self._stores.rows, self.record.id)
-        return _RowSource(reader, finished_rows)
+        stored = await StoredRows.load(self._stores.rows, self.record.id)
+        return _RowSource(reader, stored)
 
     async def _flush_if_due(self) -> None:
         if self._recorder.due:
@@ -226,22 +253,22 @@ class OperationRun:
                 self.stop_reason = self.stop_reason or _reason_for(status)
                 raise _Stopped
 
-    async def _run_sequential(self, rows: _RowSource, runner: RowRunner) -> None:
+    async def _run_sequential(self, rows: _RowSource, runner: Runner) -> None:
         recorder = self._recorder
         count = 0
-        async for raw in rows:
-            recorder.add(await runner.run(raw))
+        async for raw, existing in rows:
+            recorder.add(await runner.run(raw, existing))
             await self._flush_if_due()
             count += 1
             if count % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)
 
-    async def _run_window(self, rows: _RowSource, runner: RowRunner) -> None:
+    async def _run_window(self, rows: _RowSource, runner: Runner) -> None:
         limit = self._config.max_row_concurrency
         in_flight: set[asyncio.Task[Any]] = set()
         recorder = self._recorder
         try:
-            async for raw in rows:
+            async for raw, existing in rows:
                 while len(in_flight) >= limit:
                     done, in_flight = await asyncio.wait(
                         in_flight, return_when=asyncio.FIRST_COMPLETED
@@ -249,7 +276,7 @@ class OperationRun:
                     for task in done:
                         recorder.add(task.result())
                     await self._flush_if_due()
-                in_flight.add(asyncio.create_task(runner.run(raw)))
+                in_flight.add(asyncio.create_task(runner.run(raw, existing)))
             while in_flight:
                 done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
@@ -268,17 +295,21 @@ def _reason_for(status: OperationStatus | None) -> StopReason:
 
 
 class _RowSource:
-    """Raw rows still to run: the file's rows minus those already final."""
+    """Raw rows still to run, each with its stored record when it has one: the file's rows
+    minus those already final."""
 
-    def __init__(self, reader: Iterator[RawRow], finished_rows: FinishedRows | None) -> None:
+    def __init__(self, reader: Iterator[RawRow], stored: StoredRows | None) -> None:
         self._reader = reader
-        self._finished = finished_rows
+        self._stored = stored
 
     def __aiter__(self) -> _RowSource:
         return self
 
-    async def __anext__(self) -> RawRow:
+    async def __anext__(self) -> tuple[RawRow, RowRecord | None]:
         for raw in self._reader:
-            if self._finished is None or not await self._finished.contains(raw.number):
-                return raw
+            if self._stored is None:
+                return raw, None
+            existing = await self._stored.find(raw.number)
+            if existing is None or not existing.state.is_final:
+                return raw, existing
         raise StopAsyncIteration

@@ -1,46 +1,39 @@
-"""Skipping rows that already reached a final state when an operation is picked up again."""
+"""Finding stored row records when an operation is picked up again, in row order."""
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import AsyncIterator
 from uuid import UUID
 
 from bulkops.storage.ports import RowStore
+from bulkops.storage.records import RowRecord
 
-_BATCH = 10_000
+_BATCH = 5_000
 
 
-class FinishedRows:
-    """Answers "is row N already final?" for ascending N, reading stored row numbers in
-    batches, so resuming a million-row operation never loads them all at once."""
+class StoredRows:
+    """Answers "what is stored for row N?" for ascending N by walking the stored records in
+    keyset batches, so resuming a million-row operation never loads them all at once.
 
-    def __init__(self, rows: RowStore, operation_id: UUID) -> None:
-        self._rows = rows
-        self._operation_id = operation_id
-        self._buffer: deque[int] = deque()
-        self._last = 0
-        self._exhausted = False
+    Final rows are skipped by the caller; unfinished ones (a row waiting for a signal when
+    its worker stopped) resume from their stored progress.
+    """
+
+    def __init__(self, records: AsyncIterator[RowRecord], first: RowRecord) -> None:
+        self._records = records
+        self._current: RowRecord | None = first
 
     @classmethod
-    async def load(cls, rows: RowStore, operation_id: UUID) -> FinishedRows | None:
-        """A cursor when some rows are already final, else None (nothing to skip)."""
-        cursor = cls(rows, operation_id)
-        await cursor._fill()
-        return None if cursor._exhausted and not cursor._buffer else cursor
+    async def load(cls, rows: RowStore, operation_id: UUID) -> StoredRows | None:
+        """A cursor when the operation has stored rows, else None (a fresh start)."""
+        records = rows.iterate(operation_id, batch_size=_BATCH)
+        first = await anext(records, None)
+        return None if first is None else cls(records, first)
 
-    async def _fill(self) -> None:
-        numbers = await self._rows.final_row_numbers(self._operation_id, self._last, _BATCH)
-        self._buffer.extend(numbers)
-        if numbers:
-            self._last = numbers[-1]
-        if len(numbers) < _BATCH:
-            self._exhausted = True
-
-    async def contains(self, row_number: int) -> bool:
-        """True when ``row_number`` is final. Call with ascending row numbers."""
-        while True:
-            while self._buffer and self._buffer[0] < row_number:
-                self._buffer.popleft()
-            if self._buffer or self._exhausted:
-                return bool(self._buffer) and self._buffer[0] == row_number
-            await self._fill()
+    async def find(self, row_number: int) -> RowRecord | None:
+        """The stored record of ``row_number``, or None. Call with ascending numbers."""
+        while self._current is not None and self._current.row_number < row_number:
+            self._current = await anext(self._records, None)
+        if self._current is not None and self._current.row_number == row_number:
+            return self._current
+        return None

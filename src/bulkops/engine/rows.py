@@ -17,12 +17,12 @@ from bulkops.definition.operation import (
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.errors import ValidationError
 from bulkops.formats import RawRow
-from bulkops.storage.records import RowRecord
+from bulkops.storage.records import RowRecord, StepState
 from bulkops.storage.states import ErrorType, RowState
 
 
-class RowRunner:
-    """Turns raw rows into finished row records for one operation run."""
+class RowBasics:
+    """What every runner does before its steps: parse, convert, identify and validate."""
 
     def __init__(
         self,
@@ -33,17 +33,17 @@ class RowRunner:
         *,
         empty_is_missing: bool,
     ) -> None:
-        self._definition = definition
-        self._instance = instance
-        self._metadata = metadata
-        self._operation_id = operation_id
+        self.definition = definition
+        self.instance = instance
+        self.metadata = metadata
+        self.operation_id = operation_id
         self._empty_is_missing = empty_is_missing
         self._keep_data = definition.track_row_data
-        self._process = getattr(instance, "process_row")  # noqa: B009 - resolved once
 
-    def _record(self, raw: RawRow, state: RowState, row_id: str | None = None) -> RowRecord:
+    def new_record(self, raw: RawRow, state: RowState, row_id: str | None = None) -> RowRecord:
+        """A record for a row, carrying its data when the operation tracks it."""
         return RowRecord(
-            operation_id=self._operation_id,
+            operation_id=self.operation_id,
             row_number=raw.number,
             state=state,
             row_id=row_id,
@@ -53,20 +53,20 @@ class RowRunner:
             completed_at=utcnow(),
         )
 
-    def _failed(
-        self,
-        raw: RawRow,
-        error_type: ErrorType,
-        message: str,
-        *,
-        row_id: str | None = None,
-        validation: bool = True,
+    def pending_steps(self) -> list[StepState]:
+        """Per-step progress for a pipeline row that has not started (empty otherwise)."""
+        if not self.definition.is_step_based:
+            return []
+        return [StepState(step.name, step.index) for step in self.definition.steps]
+
+    def invalid(
+        self, raw: RawRow, error_type: ErrorType, message: str, row_id: str | None = None
     ) -> RowRecord:
-        record = self._record(raw, RowState.FAILED, row_id)
-        if validation:
-            record.step_index, record.step_name = -1, VALIDATION_STEP
-        record.error_type = error_type
-        record.error_message = message
+        """A row that failed before its first step (stepIndex -1)."""
+        record = self.new_record(raw, RowState.FAILED, row_id)
+        record.step_index, record.step_name = -1, VALIDATION_STEP
+        record.error_type, record.error_message = error_type, message
+        record.steps = self.pending_steps()
         if record.row_data is None and raw.raw is not None and raw.error is not None:
             record.row_data = raw.raw
         return record
@@ -74,17 +74,17 @@ class RowRunner:
     def parse(self, raw: RawRow) -> Row | RowRecord:
         """The row model, or a failed record when the row cannot be parsed or converted."""
         if raw.error is not None or raw.values is None:
-            return self._failed(raw, ErrorType.VALIDATION, raw.error or "Row could not be read")
+            return self.invalid(raw, ErrorType.VALIDATION, raw.error or "Row could not be read")
         try:
             return convert(
-                self._definition.row_model, raw.values, empty_is_missing=self._empty_is_missing
+                self.definition.row_model, raw.values, empty_is_missing=self._empty_is_missing
             )
         except ValidationError as exc:
-            return self._failed(raw, ErrorType.VALIDATION, str(exc))
+            return self.invalid(raw, ErrorType.VALIDATION, str(exc))
 
     def row_id(self, row: Row) -> str | None:
         """The row's business key, when the model defines one."""
-        if not self._definition.overrides_row_id:
+        if not self.definition.overrides_row_id:
             return None
         try:
             value = row.row_id()
@@ -92,23 +92,39 @@ class RowRunner:
             return None
         return None if value is None else str(value)
 
-    async def run(self, raw: RawRow) -> RowRecord:
-        """Validate and process one raw row; never raises for row-level problems."""
+    async def prepare(self, raw: RawRow) -> tuple[Row, str | None] | RowRecord:
+        """Parse and validate: the row and its id, or the failed record."""
         parsed = self.parse(raw)
         if isinstance(parsed, RowRecord):
             return parsed
         row_id = self.row_id(parsed)
-        if self._definition.overrides_validate_row:
+        if self.definition.overrides_validate_row:
             try:
-                await invoke(self._instance.validate_row, parsed, self._metadata)
+                await invoke(self.instance.validate_row, parsed, self.metadata)
             except ValidationError as exc:
-                return self._failed(raw, ErrorType.VALIDATION, str(exc), row_id=row_id)
+                return self.invalid(raw, ErrorType.VALIDATION, str(exc), row_id)
             except Exception as exc:
-                return self._failed(raw, ErrorType.PROCESSING, error_text(exc), row_id=row_id)
+                return self.invalid(raw, ErrorType.PROCESSING, error_text(exc), row_id)
+        return parsed, row_id
+
+
+class RowRunner(RowBasics):
+    """Runs rows of a row-based operation: one ``process_row`` call each."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._process = getattr(self.instance, "process_row")  # noqa: B009 - resolved once
+
+    async def run(self, raw: RawRow, existing: RowRecord | None = None) -> RowRecord:
+        """Validate and process one raw row; never raises for row-level problems."""
+        prepared = await self.prepare(raw)
+        if isinstance(prepared, RowRecord):
+            return prepared
+        row, row_id = prepared
         try:
-            await invoke(self._process, parsed, self._metadata)
+            await invoke(self._process, row, self.metadata)
         except Exception as exc:
-            return self._failed(
-                raw, ErrorType.PROCESSING, error_text(exc), row_id=row_id, validation=False
-            )
-        return self._record(raw, RowState.COMPLETED, row_id)
+            record = self.new_record(raw, RowState.FAILED, row_id)
+            record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
+            return record
+        return self.new_record(raw, RowState.COMPLETED, row_id)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import bulkops as bo
 
 BLOCKED_DOMAIN = "@blocked.example"
@@ -45,3 +48,72 @@ class ImportUsers(bo.RowOperation[ImportMeta, UserRow]):
         """Pretend to create the account; fail recognisably for blocked addresses."""
         if row.email.endswith(BLOCKED_DOMAIN):
             raise RuntimeError(f"Mail server rejected {row.email}: domain is blocked")
+
+
+class OnboardingMeta(bo.Metadata):
+    """Who starts the onboarding."""
+
+    requested_by: str
+
+
+class Employee(bo.Row):
+    """One new employee and the manager who approves their access."""
+
+    name: str
+    email: str
+    manager: str
+
+    def row_id(self) -> str | None:
+        """Employees are known by their email address."""
+        return self.email
+
+
+LAPTOP_DELIVERY_SECONDS = 3.0
+
+
+@bo.operation(
+    "onboard-employees",
+    description="Create an account, wait for the manager's approval, provision a laptop, "
+    "send a welcome email",
+    retryable=True,
+    track_row_data=True,
+)
+class OnboardEmployees(bo.PipelineOperation[OnboardingMeta, Employee]):
+    """A pipeline with a plain step, a signal step, a polling step and a final step that
+    operation retry skips."""
+
+    def __init__(self) -> None:
+        self._laptops_ordered: dict[str, float] = {}
+
+    @bo.step("Create account", order=1, max_retries=2)
+    async def create_account(self, row: Employee, metadata: OnboardingMeta) -> None:
+        """Pretend to create the directory account."""
+
+    @bo.signal_step(
+        "Manager approval",
+        order=2,
+        timeout=timedelta(minutes=30),
+        key=lambda row, metadata: row.manager,
+    )
+    async def request_approval(self, row: Employee, metadata: OnboardingMeta) -> None:
+        """Ask the manager; the row waits until POST /api/bulks/{id}/signal/{manager}."""
+
+    @bo.polling_step(
+        "Provision laptop",
+        order=3,
+        poll_interval=timedelta(seconds=1),
+        timeout=timedelta(minutes=10),
+    )
+    async def order_laptop(self, row: Employee, metadata: OnboardingMeta) -> None:
+        """Order a laptop; delivery takes a few seconds."""
+        self._laptops_ordered[row.email] = time.monotonic()
+
+    @order_laptop.check
+    async def laptop_delivered(self, row: Employee, metadata: OnboardingMeta) -> bool:
+        """True once the laptop has arrived."""
+        ordered = self._laptops_ordered.setdefault(row.email, time.monotonic())
+        return time.monotonic() - ordered >= LAPTOP_DELIVERY_SECONDS
+
+    @bo.step("Welcome email", order=4, allow_operation_retry=False)
+    def send_welcome(self, row: Employee, metadata: OnboardingMeta) -> None:
+        """Send the welcome email (a plain def runs in a worker thread)."""

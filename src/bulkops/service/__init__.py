@@ -6,6 +6,7 @@ from bulkops.service.catalog import CatalogService
 from bulkops.service.commands import CommandService
 from bulkops.service.feed import FeedService
 from bulkops.service.queries import QueryService, StatusView
+from bulkops.service.signals import SignalUseCase
 from bulkops.service.submission import SubmissionService, Upload, ValidationResult
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "CommandService",
     "FeedService",
     "QueryService",
+    "SignalUseCase",
     "StatusView",
     "SubmissionService",
     "Upload",

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from copy import deepcopy
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -25,6 +25,8 @@ from bulkops.storage.records import (
     ProgressDelta,
     RowQuery,
     RowRecord,
+    WaitOutcome,
+    resolve_wait,
 )
 from bulkops.storage.states import (
     CLAIMABLE_STATUSES,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from bulkops.storage.ports import EventStore, OperationStore, RowStore
 
 _RUNNING = OperationStatus.RUNNING
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _copy_operation(record: OperationRecord) -> OperationRecord:
@@ -264,6 +267,34 @@ class MemoryStore:
             if len(batch) < batch_size:
                 return
             last = batch[-1].row_number
+
+    async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+        """The first waiting row (by waiting time, then row number) with that key prefix."""
+        candidates = [
+            row
+            for row in self._rows.get(operation_id, {}).values()
+            if row.state is RowState.WAITING_FOR_COMPLETION
+            and row.signal_key == f"{key_prefix}{row.row_number}"
+        ]
+        if not candidates:
+            return None
+        first = min(candidates, key=lambda r: (r.waiting_since or _EPOCH, r.row_number))
+        return _copy_row(first)
+
+    async def resolve_wait(
+        self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+    ) -> RowRecord | None:
+        """End a wait when the row still waits with that key; None otherwise."""
+        stored = self._rows.get(operation_id, {})
+        row = stored.get(row_number)
+        if (
+            row is None
+            or row.state is not RowState.WAITING_FOR_COMPLETION
+            or row.signal_key != signal_key
+        ):
+            return None
+        stored[row_number] = resolve_wait(row, outcome)
+        return _copy_row(stored[row_number])
 
     def _put(self, record: OperationRecord) -> OperationRecord:
         self._operations[record.id] = record

@@ -23,6 +23,7 @@ from bulkops.storage.records import (
     RowQuery,
     RowRecord,
     StoredFile,
+    WaitOutcome,
 )
 from bulkops.storage.states import OperationStatus
 
@@ -108,6 +109,17 @@ class RowStore(Protocol):
 
     def iterate(self, operation_id: UUID, *, batch_size: int = 1000) -> AsyncIterator[RowRecord]:
         """Every row record of an operation by row number, fetched in batches."""
+
+    async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+        """The row that started waiting first (ties by row number) among the operation's
+        WaitingForCompletion rows whose signal key is ``key_prefix`` + its row number."""
+
+    async def resolve_wait(
+        self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+    ) -> RowRecord | None:
+        """End a wait atomically: only when the row is still WaitingForCompletion with this
+        signal key (None for polling steps). Applies ``records.resolve_wait`` and returns the
+        stored result, or None when the row was not waiting (someone else ended it)."""
 
 
 class EventStore(Protocol):

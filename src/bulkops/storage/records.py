@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
@@ -112,6 +112,46 @@ class RowRecord:
     steps: list[StepState] = field(default_factory=list)
     waiting_since: datetime | None = None
     completed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitOutcome:
+    """How an async step's wait ended: signalled, failed, or timed out."""
+
+    step_index: int
+    succeeded: bool
+    at: datetime
+    error_type: ErrorType | None = None
+    error_message: str | None = None
+
+
+def resolve_wait(row: RowRecord, outcome: WaitOutcome) -> RowRecord:
+    """A copy of a waiting row with its wait ended.
+
+    Success marks the step Completed and the row Running again (its pipeline goes on);
+    failure marks the step and the row Failed with the outcome's error.
+    """
+    steps = [replace(step) for step in row.steps]
+    state = RowState.COMPLETED if outcome.succeeded else RowState.FAILED
+    if 0 <= outcome.step_index < len(steps):
+        steps[outcome.step_index] = replace(
+            steps[outcome.step_index],
+            state=state,
+            completed_at=outcome.at,
+            error_type=outcome.error_type,
+            error_message=outcome.error_message,
+        )
+    if outcome.succeeded:
+        return replace(row, state=RowState.RUNNING, steps=steps)
+    return replace(
+        row,
+        state=RowState.FAILED,
+        steps=steps,
+        step_index=outcome.step_index,
+        error_type=outcome.error_type,
+        error_message=outcome.error_message,
+        completed_at=outcome.at,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,28 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, RowMapping, Select, bindparam, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    RowMapping,
+    Select,
+    String,
+    bindparam,
+    cast,
+    func,
+    literal,
+    select,
+    update,
+)
 
-from bulkops.storage.records import Page, ProgressDelta, RowQuery, RowRecord, StepState
+from bulkops.storage.records import (
+    Page,
+    ProgressDelta,
+    RowQuery,
+    RowRecord,
+    StepState,
+    WaitOutcome,
+    resolve_wait,
+)
 from bulkops.storage.sql.bulk import row_upsert
 from bulkops.storage.sql.database import Database
 from bulkops.storage.sql.operations import check_paging
@@ -173,3 +192,58 @@ class RowMethods:
             if len(batch) < batch_size:
                 return
             last = batch[-1]["row_number"]
+
+    async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+        """The first waiting row (by waiting time, then row number) with that key prefix."""
+        r = row_records.c
+        escaped = key_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = (
+            select(row_records)
+            .where(
+                r.operation_id == operation_id,
+                r.state == RowState.WAITING_FOR_COMPLETION,
+                r.signal_key.like(escaped + "%", escape="\\"),
+                # The row number closes the key, so a user key that is a prefix of another
+                # ("a" and "a:b") never matches the other's rows.
+                r.signal_key == literal(key_prefix, String) + cast(r.row_number, String),
+            )
+            .order_by(r.waiting_since, r.row_number)
+            .limit(1)
+        )
+        async with self._db.read() as conn:
+            row = (await conn.execute(stmt)).mappings().one_or_none()
+        return None if row is None else row_from_mapping(row)
+
+    async def resolve_wait(
+        self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+    ) -> RowRecord | None:
+        """End a wait when the row still waits with that key; None otherwise."""
+        r = row_records.c
+        key_matches = r.signal_key.is_(None) if signal_key is None else r.signal_key == signal_key
+        conditions = (
+            r.operation_id == operation_id,
+            r.row_number == row_number,
+            r.state == RowState.WAITING_FOR_COMPLETION,
+            key_matches,
+        )
+        lookup = select(row_records).where(*conditions)
+        if self._db.dialect_name == "postgresql":
+            lookup = lookup.with_for_update()
+        async with self._db.write() as conn:
+            found = (await conn.execute(lookup)).mappings().one_or_none()
+            if found is None:
+                return None
+            resolved = resolve_wait(row_from_mapping(found), outcome)
+            await conn.execute(
+                update(row_records)
+                .where(*conditions)
+                .values(
+                    state=resolved.state,
+                    step_index=resolved.step_index,
+                    error_type=resolved.error_type,
+                    error_message=resolved.error_message,
+                    completed_at=resolved.completed_at,
+                    steps=[step.to_json() for step in resolved.steps] or None,
+                )
+            )
+        return resolved

@@ -1,0 +1,63 @@
+"""Signals: POST /api/bulks/{id}/signal/{key} and /signal/{key}/fail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from bulkops.api.deps import OperationId, RuntimeDep
+from bulkops.api.schemas import ErrorBody, SignalFailureRequest, SignalResultSchema
+from bulkops.errors import BadRequest
+
+router = APIRouter(prefix="/api/bulks/{id}/signal", tags=["signals"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+}
+
+
+@router.post(
+    "/{key}",
+    operation_id="signalStep",
+    response_model=SignalResultSchema,
+    responses=_ERRORS,
+)
+async def signal_step(
+    operation_id: OperationId, key: str, runtime: RuntimeDep
+) -> SignalResultSchema:
+    """Complete the waiting step of the row that started waiting first under ``key``."""
+    result = await runtime.signal_requests.signal(operation_id, key, succeeded=True)
+    return SignalResultSchema.of(result)
+
+
+@router.post(
+    "/{key}/fail",
+    operation_id="failStep",
+    response_model=SignalResultSchema,
+    responses=_ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": SignalFailureRequest.model_json_schema(by_alias=True)
+                }
+            },
+        }
+    },
+)
+async def fail_step(
+    operation_id: OperationId, key: str, request: Request, runtime: RuntimeDep
+) -> SignalResultSchema:
+    """Fail the waiting step of that row with ``errorMessage`` (kept up to 2,000 chars)."""
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadRequest('Body must be JSON: {"errorMessage": "..."}') from None
+    message = body.get("errorMessage") if isinstance(body, dict) else None
+    result = await runtime.signal_requests.signal(
+        operation_id, key, succeeded=False, error_message=message
+    )
+    return SignalResultSchema.of(result)

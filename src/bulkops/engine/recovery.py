@@ -1,0 +1,98 @@
+"""Orphaned-step recovery: at start, fail what a crashed worker left Running."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from bulkops.engine.events import finished
+from bulkops.errors import StorageError
+from bulkops.storage.ports import EventStore, OperationStore, RowStore
+from bulkops.storage.records import OperationRecord, RowQuery, RowRecord, WaitOutcome
+from bulkops.storage.states import ErrorType, OperationStatus, RowState
+
+log = logging.getLogger("bulkops.engine")
+
+ROW_MESSAGE = "Recovery: step was waiting for signal when application restarted"
+WAITING_MESSAGE = "Recovery: rows were waiting for signals when their worker stopped"
+CRASHED_MESSAGE = "Recovery: operation was Running when its worker stopped"
+_PAGE = 1000
+
+
+class OrphanRecovery:
+    """Fails Running operations whose worker is gone.
+
+    A worker counts as gone when its heartbeat is older than ``orphan_age``; operations of
+    live workers are never touched, however long their rows wait. Rows such an operation
+    left waiting longer than ``orphan_age`` fail with error type SignalFailure.
+    """
+
+    def __init__(
+        self,
+        operations: OperationStore,
+        rows: RowStore,
+        events: EventStore,
+        *,
+        orphan_age: float,
+    ) -> None:
+        self._operations = operations
+        self._rows = rows
+        self._events = events
+        self._orphan_age = orphan_age
+
+    async def run(self, now: datetime) -> list[OperationRecord]:
+        """Recover once; returns the operations failed. A storage outage is logged as a
+        warning and ends recovery without raising."""
+        try:
+            recovered = []
+            for record in await self._operations.running():
+                if self._age(record.heartbeat_at or record.started_at or record.created_at, now):
+                    failed = await self._recover(record, now)
+                    if failed is not None:
+                        recovered.append(failed)
+            return recovered
+        except StorageError as exc:
+            log.warning("Orphaned step recovery skipped: storage unavailable (%s)", exc)
+            return []
+
+    def _age(self, since: datetime, now: datetime) -> bool:
+        return (now - since).total_seconds() > self._orphan_age
+
+    async def _waiting_rows(self, record: OperationRecord) -> list[RowRecord]:
+        # Listed in full before any is changed, so paging is not disturbed; waiting rows are
+        # few (at most the row concurrency of the operation).
+        found: list[RowRecord] = []
+        page = 1
+        while True:
+            batch = await self._rows.page(
+                RowQuery(
+                    operation_id=record.id,
+                    page=page,
+                    page_size=_PAGE,
+                    state=RowState.WAITING_FOR_COMPLETION,
+                )
+            )
+            found.extend(batch.items)
+            if not batch.has_next_page:
+                return found
+            page += 1
+
+    async def _recover(self, record: OperationRecord, now: datetime) -> OperationRecord | None:
+        failed_rows = 0
+        for row in await self._waiting_rows(record):
+            if row.waiting_since is None or not self._age(row.waiting_since, now):
+                continue
+            outcome = WaitOutcome(row.step_index, False, now, ErrorType.SIGNAL_FAILURE, ROW_MESSAGE)
+            ended = await self._rows.resolve_wait(
+                record.id, row.row_number, row.signal_key, outcome
+            )
+            failed_rows += ended is not None
+        await self._operations.recount(record.id)
+        message = WAITING_MESSAGE if failed_rows else CRASHED_MESSAGE
+        updated = await self._operations.transition(
+            record.id, OperationStatus.FAILED, now, error_message=message
+        )
+        if updated is not None:
+            log.warning("Recovered orphaned operation %s (%s)", record.id, message)
+            await self._events.append([finished(updated, now)])
+        return updated

@@ -1,0 +1,132 @@
+"""Signals that complete or fail rows waiting at a signal step.
+
+A signal is first recorded in storage, atomically and only while the row still waits, so
+two signals never complete one row and a signal is never lost. Then the in-process waiter,
+if this process holds the row, is woken at once; otherwise the worker holding it finds the
+outcome at its next storage poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from uuid import UUID
+
+from bulkops.clock import utcnow
+from bulkops.storage.ports import RowStore
+from bulkops.storage.records import RowRecord, WaitOutcome
+from bulkops.storage.states import ErrorType, RowState
+
+MAX_MESSAGE = 2000
+
+
+def scoped_key(operation_id: UUID, user_key: str, row_number: int) -> str:
+    """The full signal key of a row: ``{operationId}:{userKey}:{rowNumber}``."""
+    return f"{operation_id}:{user_key}:{row_number}"
+
+
+def parse_scoped_key(key: str) -> tuple[UUID, int] | None:
+    """Operation id and row number of a full signal key, or None when malformed."""
+    head, _, tail = key.partition(":")
+    _, _, number = tail.rpartition(":")
+    try:
+        return UUID(head), int(number)
+    except ValueError:
+        return None
+
+
+class SignalHub:
+    """In-process waiters by full signal key."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, asyncio.Future[RowRecord]] = {}
+
+    def register(self, key: str) -> asyncio.Future[RowRecord]:
+        """A future resolved with the row's stored record when a signal arrives."""
+        future: asyncio.Future[RowRecord] = asyncio.get_running_loop().create_future()
+        self._waiters[key] = future
+        return future
+
+    def unregister(self, key: str) -> None:
+        """Forget a waiter (the wait ended)."""
+        self._waiters.pop(key, None)
+
+    def wake(self, key: str, row: RowRecord) -> bool:
+        """Hand a resolved row to its waiter; False when this process holds none."""
+        future = self._waiters.pop(key, None)
+        if future is None or future.done():
+            return False
+        future.set_result(row)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class SignalResult:
+    """What a signal did."""
+
+    row: RowRecord
+    completed: bool
+    failed: bool
+    cross_process: bool  # no waiter in this process: the holding worker polls storage
+
+
+class SignalService:
+    """Signal waiting rows, by full key (programmatic) or by user key (HTTP)."""
+
+    def __init__(self, rows: RowStore, hub: SignalHub) -> None:
+        self._rows = rows
+        self._hub = hub
+
+    async def _resolve(
+        self, row: RowRecord, succeeded: bool, message: str | None
+    ) -> SignalResult | None:
+        outcome = WaitOutcome(
+            step_index=row.step_index,
+            succeeded=succeeded,
+            at=utcnow(),
+            error_type=None if succeeded else ErrorType.SIGNAL_FAILURE,
+            error_message=None if succeeded else (message or "")[:MAX_MESSAGE],
+        )
+        resolved = await self._rows.resolve_wait(
+            row.operation_id, row.row_number, row.signal_key, outcome
+        )
+        if resolved is None:
+            return None
+        woken = row.signal_key is not None and self._hub.wake(row.signal_key, resolved)
+        return SignalResult(resolved, succeeded, not succeeded, cross_process=not woken)
+
+    async def signal_user_key(
+        self, operation_id: UUID, user_key: str, *, succeeded: bool, message: str | None = None
+    ) -> SignalResult | None:
+        """Complete (or fail) the row of ``operation_id`` that started waiting first under
+        ``user_key``; None when no row waits for it."""
+        prefix = f"{operation_id}:{user_key}:"
+        for _ in range(10):  # another signal may take the first row between look-up and write
+            row = await self._rows.find_waiting(operation_id, prefix)
+            if row is None:
+                return None
+            result = await self._resolve(row, succeeded, message)
+            if result is not None:
+                return result
+        return None
+
+    async def _by_full_key(self, key: str, succeeded: bool, message: str | None) -> bool:
+        parsed = parse_scoped_key(key)
+        if parsed is None:
+            return False
+        row = await self._rows.get_row(*parsed)
+        if row is None or row.state is not RowState.WAITING_FOR_COMPLETION:
+            return False
+        if row.signal_key != key:
+            return False
+        return await self._resolve(row, succeeded, message) is not None
+
+    async def signal_success(self, key: str) -> bool:
+        """Complete the waiting step of the row with this FULL scoped key; True when a
+        waiting row was found and signalled."""
+        return await self._by_full_key(key, True, None)
+
+    async def signal_failure(self, key: str, message: str) -> bool:
+        """Fail the waiting step of the row with this FULL scoped key with ``message``;
+        True when a waiting row was found and signalled."""
+        return await self._by_full_key(key, False, message)
