@@ -62,5 +62,7 @@ def empty_postgres_url(migrated_postgres_url: str) -> str:
     import psycopg
 
     with psycopg.connect(migrated_postgres_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE operations, row_records, events RESTART IDENTITY CASCADE")
+        conn.execute(
+            "TRUNCATE operations, row_records, events, retry_history RESTART IDENTITY CASCADE"
+        )
     return migrated_postgres_url

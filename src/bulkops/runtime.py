@@ -26,6 +26,7 @@ from bulkops.service import (
     SignalUseCase,
     SubmissionService,
 )
+from bulkops.service.export import ExportService
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
 from bulkops.storage.ports import EventStore, OperationStore, RowStore
@@ -66,6 +67,7 @@ class Runtime:
     feed: FeedService
     signals: SignalService
     signal_requests: SignalUseCase
+    exports: ExportService
     _database: object | None = None
 
     @classmethod
@@ -129,6 +131,7 @@ class Runtime:
             feed=FeedService(events, operations),
             signals=signals,
             signal_requests=SignalUseCase(operations, signals),
+            exports=ExportService(operations, rows, registry),
             _database=database,
         )
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bulkops.storage.memory import MemoryEventStore, MemoryStore
-from bulkops.storage.ports import EventStore, OperationStore, RowStore
+from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowStore
 from bulkops.storage.records import OperationRecord, RowRecord
 from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
 from bulkops.storage.states import OperationStatus, RowState
@@ -30,6 +30,7 @@ class Stores:
     operations: OperationStore
     rows: RowStore
     events: EventStore
+    retries: RetryStore
     database: Database | None = None
 
 
@@ -44,7 +45,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def _truncate(database: Database) -> None:
     async with database.write() as conn:
         await conn.exec_driver_sql(
-            "TRUNCATE operations, row_records, events RESTART IDENTITY CASCADE"
+            "TRUNCATE operations, row_records, events, retry_history RESTART IDENTITY CASCADE"
         )
 
 
@@ -54,7 +55,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     kind: str = request.param
     if kind == "memory":
         memory = MemoryStore()
-        yield Stores(kind, memory, memory, MemoryEventStore())
+        yield Stores(kind, memory, memory, MemoryEventStore(), memory)
         return
     if kind == "sqlite":
         path = tmp_path / "bulkops.db"
@@ -65,7 +66,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         await _truncate(database)
     store = SqlStore(database)
     try:
-        yield Stores(kind, store, store, SqlEventStore(database), database)
+        yield Stores(kind, store, store, SqlEventStore(database), store, database)
     finally:
         await database.close()
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,13 +20,14 @@ from bulkops.engine.lease import Lease
 from bulkops.engine.pipeline import PipelineRunner
 from bulkops.engine.recorder import RowRecorder
 from bulkops.engine.resume import StoredRows
+from bulkops.engine.retry import RetrySource
 from bulkops.engine.rows import RowRunner
 from bulkops.engine.signals import SignalHub
 from bulkops.errors import FileFormatError, StorageError, ValidationError
 from bulkops.formats import FileFormat, RawRow, count_rows, read_rows
 from bulkops.storage.ports import EventStore, FileStore, OperationStore, RowStore
 from bulkops.storage.records import OperationRecord, RowRecord
-from bulkops.storage.states import OperationStatus
+from bulkops.storage.states import OperationStatus, RowState
 
 log = logging.getLogger("bulkops.engine")
 
@@ -36,6 +37,7 @@ _YIELD_EVERY = 128
 
 
 Runner = RowRunner | PipelineRunner
+RowPairs = AsyncIterable[tuple[RawRow, RowRecord | None]]
 
 
 class StopReason(enum.Enum):
@@ -92,16 +94,18 @@ class Processor:
         self.config = config
         self.hub = hub or SignalHub()
 
-    def start(self, record: OperationRecord) -> OperationRun:
-        """A run for an operation this worker has just claimed (status Running)."""
-        return OperationRun(self, record)
+    def start(self, record: OperationRecord, *, retry: bool = False) -> OperationRun:
+        """A run for an operation this worker has just claimed (status Running); ``retry``
+        when it was claimed from Retrying (only the rows a retry reset run)."""
+        return OperationRun(self, record, retry=retry)
 
 
 class OperationRun:
     """One worker's processing of one operation, from claim to final status or release."""
 
-    def __init__(self, processor: Processor, record: OperationRecord) -> None:
+    def __init__(self, processor: Processor, record: OperationRecord, *, retry: bool) -> None:
         self._p = processor
+        self._retry = retry
         self._stores = processor.stores
         self._config = processor.config
         self.record = record
@@ -190,6 +194,9 @@ class OperationRun:
                 f"Operation {self.record.operation_name!r} is not registered in this worker"
             )
         fmt = FileFormat(self.record.file_format)
+        if self._retry:
+            await self._process_retry(definition, fmt)
+            return
         async with self._stores.files.local_path(self.record.file_id) as path:
             total = await asyncio.to_thread(count_rows, path, fmt)
             await self._stores.operations.set_total_rows(self.record.id, total)
@@ -209,6 +216,17 @@ class OperationRun:
                     await self._run_window(rows, runner)
             finally:
                 reader.close()
+
+    async def _process_retry(self, definition: OperationDefinition, fmt: FileFormat) -> None:
+        runner = await self._prepare(definition, fmt)
+        # The reset rows no longer count as processed; progress restarts from the others.
+        await self._stores.operations.recount(self.record.id)
+        pending = self._stores.rows.iterate(self.record.id, state=RowState.PENDING)
+        source = RetrySource(pending, definition)
+        if self._config.max_row_concurrency <= 1:
+            await self._run_sequential(source, runner)
+        else:
+            await self._run_window(source, runner)
 
     async def _prepare(
         self, definition: OperationDefinition, fmt: FileFormat
@@ -253,7 +271,7 @@ class OperationRun:
                 self.stop_reason = self.stop_reason or _reason_for(status)
                 raise _Stopped
 
-    async def _run_sequential(self, rows: _RowSource, runner: Runner) -> None:
+    async def _run_sequential(self, rows: RowPairs, runner: Runner) -> None:
         recorder = self._recorder
         count = 0
         async for raw, existing in rows:
@@ -263,7 +281,7 @@ class OperationRun:
             if count % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)
 
-    async def _run_window(self, rows: _RowSource, runner: Runner) -> None:
+    async def _run_window(self, rows: RowPairs, runner: Runner) -> None:
         limit = self._config.max_row_concurrency
         in_flight: set[asyncio.Task[Any]] = set()
         recorder = self._recorder

@@ -126,5 +126,8 @@ class RowRunner(RowBasics):
         except Exception as exc:
             record = self.new_record(raw, RowState.FAILED, row_id)
             record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
-            return record
-        return self.new_record(raw, RowState.COMPLETED, row_id)
+        else:
+            record = self.new_record(raw, RowState.COMPLETED, row_id)
+        if existing is not None:
+            record.retry_attempt = existing.retry_attempt
+        return record

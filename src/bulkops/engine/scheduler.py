@@ -170,7 +170,7 @@ class WorkScheduler:
             log.info("Operation %s was claimed by another worker; skipping", operation_id)
             return
         await self._events.append([status_changed(claimed, record.status, now)])
-        run = self._processor.start(claimed)
+        run = self._processor.start(claimed, retry=record.status is OperationStatus.RETRYING)
         task = asyncio.create_task(run.execute())
         self._active[operation_id] = (run, task)
         await task

@@ -23,6 +23,9 @@ from bulkops.storage.records import (
     OperationRecord,
     Page,
     ProgressDelta,
+    RetryRequest,
+    RetrySnapshot,
+    RetryStart,
     RowQuery,
     RowRecord,
     WaitOutcome,
@@ -36,7 +39,7 @@ from bulkops.storage.states import (
 )
 
 if TYPE_CHECKING:
-    from bulkops.storage.ports import EventStore, OperationStore, RowStore
+    from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowStore
 
 _RUNNING = OperationStatus.RUNNING
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -45,6 +48,19 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def _copy_operation(record: OperationRecord) -> OperationRecord:
     return replace(
         record, metadata=deepcopy(record.metadata), notifications=deepcopy(record.notifications)
+    )
+
+
+def _snapshot(row: RowRecord) -> RetrySnapshot:
+    return RetrySnapshot(
+        operation_id=row.operation_id,
+        row_number=row.row_number,
+        attempt=row.retry_attempt,
+        step_index=row.step_index,
+        step_name=row.step_name,
+        error_type=row.error_type,
+        error_message=row.error_message,
+        failed_at=row.completed_at,
     )
 
 
@@ -94,6 +110,7 @@ class MemoryStore:
         self._rows: dict[UUID, dict[int, RowRecord]] = {}
         # Row numbers of each operation in ascending order, for paging and keyset iteration.
         self._order: dict[UUID, builtins.list[int]] = {}
+        self._history: dict[UUID, builtins.list[RetrySnapshot]] = {}
 
     async def ping(self) -> None:
         """Always reachable."""
@@ -251,9 +268,13 @@ class MemoryStore:
         return found
 
     async def iterate(
-        self, operation_id: UUID, *, batch_size: int = 1000
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        state: RowState | None = None,
     ) -> AsyncIterator[RowRecord]:
-        """Every row record by row number, in keyset batches (rows saved meanwhile appear)."""
+        """Every row record (or those in ``state``) by row number, in keyset batches."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         last: int | None = None
@@ -261,12 +282,17 @@ class MemoryStore:
             stored = self._rows.get(operation_id, {})
             numbers = self._order.get(operation_id, [])
             start = 0 if last is None else bisect_right(numbers, last)
-            batch = [_copy_row(stored[n]) for n in numbers[start : start + batch_size]]
+            batch: builtins.list[RowRecord] = []
+            for number in numbers[start:]:
+                if len(batch) >= batch_size:
+                    break
+                last = number
+                if state is None or stored[number].state is state:
+                    batch.append(_copy_row(stored[number]))
             for row in batch:
                 yield row
             if len(batch) < batch_size:
                 return
-            last = batch[-1].row_number
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The first waiting row (by waiting time, then row number) with that key prefix."""
@@ -295,6 +321,63 @@ class MemoryStore:
             return None
         stored[row_number] = resolve_wait(row, outcome)
         return _copy_row(stored[row_number])
+
+    async def begin_retry(self, request: RetryRequest, now: datetime) -> RetryStart | None:
+        """Snapshot, reset the qualifying rows and move the operation to Retrying, at once."""
+        record = self._operations.get(request.operation_id)
+        if (
+            record is None
+            or record.status is not OperationStatus.COMPLETED_WITH_ERRORS
+            or record.version != request.expected_version
+        ):
+            return None
+        stored = self._rows[request.operation_id]
+        wanted = None if request.row_numbers is None else set(request.row_numbers)
+        chosen = [
+            row
+            for number, row in sorted(stored.items())
+            if row.state is RowState.FAILED
+            and row.step_index in request.allowed_steps
+            and (wanted is None or number in wanted)
+        ]
+        if not chosen:
+            return RetryStart(_copy_operation(record), 0)
+        history = self._history.setdefault(request.operation_id, [])
+        for row in chosen:
+            history.append(_snapshot(row))
+            stored[row.row_number] = replace(
+                row,
+                state=RowState.PENDING,
+                retry_attempt=row.retry_attempt + 1,
+                error_type=None,
+                error_message=None,
+                completed_at=None,
+            )
+        updated = self._put(
+            replace(
+                record,
+                status=OperationStatus.RETRYING,
+                retry_count=record.retry_count + 1,
+                version=record.version + 1,
+                completed_at=None,
+                error_message=None,
+            )
+        )
+        return RetryStart(updated, len(chosen))
+
+    async def history(
+        self, operation_id: UUID, *, row_number: int | None, page: int, page_size: int
+    ) -> Page[RetrySnapshot]:
+        """Retry history entries by row number, then attempt."""
+        _check_paging(page, page_size)
+        entries = [
+            entry
+            for entry in self._history.get(operation_id, [])
+            if row_number is None or entry.row_number == row_number
+        ]
+        entries.sort(key=lambda e: (e.row_number, e.attempt))
+        start = (page - 1) * page_size
+        return Page(entries[start : start + page_size], len(entries), page, page_size)
 
     def _put(self, record: OperationRecord) -> OperationRecord:
         self._operations[record.id] = record
@@ -353,6 +436,6 @@ if TYPE_CHECKING:
 
     def _implements_ports(
         store: MemoryStore, events: MemoryEventStore
-    ) -> tuple[OperationStore, RowStore, EventStore]:
+    ) -> tuple[OperationStore, RowStore, RetryStore, EventStore]:
         # mypy proves here that the memory stores satisfy the Protocols.
-        return store, store, events
+        return store, store, store, events

@@ -20,12 +20,15 @@ from bulkops.storage.records import (
     OperationRecord,
     Page,
     ProgressDelta,
+    RetryRequest,
+    RetrySnapshot,
+    RetryStart,
     RowQuery,
     RowRecord,
     StoredFile,
     WaitOutcome,
 )
-from bulkops.storage.states import OperationStatus
+from bulkops.storage.states import OperationStatus, RowState
 
 
 class OperationStore(Protocol):
@@ -107,8 +110,15 @@ class RowStore(Protocol):
     async def final_row_numbers(self, operation_id: UUID, after: int, limit: int) -> Sequence[int]:
         """Ascending row numbers above ``after`` whose state is Completed or Failed."""
 
-    def iterate(self, operation_id: UUID, *, batch_size: int = 1000) -> AsyncIterator[RowRecord]:
-        """Every row record of an operation by row number, fetched in batches."""
+    def iterate(
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        state: RowState | None = None,
+    ) -> AsyncIterator[RowRecord]:
+        """Every row record of an operation (or those in ``state``) by row number, fetched
+        in batches."""
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The row that started waiting first (ties by row number) among the operation's
@@ -120,6 +130,26 @@ class RowStore(Protocol):
         """End a wait atomically: only when the row is still WaitingForCompletion with this
         signal key (None for polling steps). Applies ``records.resolve_wait`` and returns the
         stored result, or None when the row was not waiting (someone else ended it)."""
+
+
+class RetryStore(Protocol):
+    """Retry rounds and their history (implemented by the same object as the row store)."""
+
+    async def begin_retry(self, request: RetryRequest, now: datetime) -> RetryStart | None:
+        """Start a retry round in one transaction.
+
+        When the operation is CompletedWithErrors with token ``expected_version``: snapshot
+        each qualifying row's error into the history, reset those rows to Pending with
+        ``retry_attempt + 1`` (keeping their step progress), and move the operation to
+        Retrying with ``retry_count + 1``. When no row qualifies nothing changes and
+        ``rows_reset`` is 0. Returns None when the operation is not CompletedWithErrors with
+        that token (another writer got there first).
+        """
+
+    async def history(
+        self, operation_id: UUID, *, row_number: int | None, page: int, page_size: int
+    ) -> Page[RetrySnapshot]:
+        """Retry history entries by row number, then attempt."""
 
 
 class EventStore(Protocol):

@@ -155,6 +155,45 @@ def resolve_wait(row: RowRecord, outcome: WaitOutcome) -> RowRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RetrySnapshot:
+    """The error of a row as it stood when a retry reset it (retry history entry).
+
+    ``attempt`` is the row's ``retry_attempt`` when it failed (0 = the first run).
+    """
+
+    operation_id: UUID
+    row_number: int
+    attempt: int
+    step_index: int
+    step_name: str | None
+    error_type: ErrorType | None
+    error_message: str | None
+    failed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryRequest:
+    """Which failed rows a retry resets.
+
+    Rows qualify when they are Failed at a step in ``allowed_steps`` (indexes >= 0, so
+    validation failures never qualify) and, when ``row_numbers`` is given, are among them.
+    """
+
+    operation_id: UUID
+    expected_version: int
+    allowed_steps: tuple[int, ...]
+    row_numbers: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryStart:
+    """What ``begin_retry`` did: the operation after it and how many rows it reset."""
+
+    record: OperationRecord
+    rows_reset: int
+
+
+@dataclass(frozen=True, slots=True)
 class EventRecord:
     """One entry of the event feed. ``sequence`` is assigned by the store (0 before)."""
 

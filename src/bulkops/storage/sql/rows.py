@@ -167,7 +167,11 @@ class RowMethods:
             return builtins.list((await conn.execute(stmt)).scalars().all())
 
     async def iterate(
-        self, operation_id: UUID, *, batch_size: int = 1000
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        state: RowState | None = None,
     ) -> AsyncIterator[RowRecord]:
         """Every row record by row number, one keyset-paginated batch per transaction.
 
@@ -182,6 +186,8 @@ class RowMethods:
             .order_by(r.row_number)
             .limit(batch_size)
         )
+        if state is not None:
+            base = base.where(r.state == state)
         last = None
         while True:
             stmt = base if last is None else base.where(r.row_number > last)

@@ -124,3 +124,29 @@ events = Table(
     Index("ix_events_timestamp", "timestamp"),
     sqlite_autoincrement=True,
 )
+
+retry_history = Table(
+    "retry_history",
+    metadata,
+    Column(
+        "id",
+        BigInteger().with_variant(Integer(), "sqlite"),
+        Identity(),
+        primary_key=True,
+    ),
+    Column(
+        "operation_id",
+        UuidType(),
+        ForeignKey("operations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("row_number", Integer(), nullable=False),
+    Column("attempt", Integer(), nullable=False),
+    Column("step_index", Integer(), nullable=False),
+    Column("step_name", String(200), nullable=True),
+    Column("error_type", EnumText(ErrorType), nullable=True),
+    Column("error_message", Text(), nullable=True),
+    Column("failed_at", UtcDateTime(), nullable=True),
+    Index("ix_retry_history_operation_id_row_number", "operation_id", "row_number"),
+    sqlite_autoincrement=True,
+)

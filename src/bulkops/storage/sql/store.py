@@ -1,4 +1,4 @@
-"""``SqlStore``: OperationStore and RowStore in one object, on one database."""
+"""``SqlStore``: OperationStore, RowStore and RetryStore in one object, on one database."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from uuid import UUID
 from bulkops.storage.records import OperationRecord
 from bulkops.storage.sql.database import Database
 from bulkops.storage.sql.operations import OperationMethods
+from bulkops.storage.sql.retry import RetryMethods
 from bulkops.storage.sql.rows import RowMethods
 
 if TYPE_CHECKING:
-    from bulkops.storage.ports import OperationStore, RowStore
+    from bulkops.storage.ports import OperationStore, RetryStore, RowStore
 
 
-class SqlStore(OperationMethods, RowMethods):
+class SqlStore(OperationMethods, RowMethods, RetryMethods):
     """Operations and their row records in SQLite or PostgreSQL.
 
     One object implements both ports because ``save`` updates an operation's counters in the
@@ -34,6 +35,6 @@ class SqlStore(OperationMethods, RowMethods):
 
 if TYPE_CHECKING:
 
-    def _implements_ports(store: SqlStore) -> tuple[OperationStore, RowStore]:
-        # mypy proves here that SqlStore satisfies both Protocols.
-        return store, store
+    def _implements_ports(store: SqlStore) -> tuple[OperationStore, RowStore, RetryStore]:
+        # mypy proves here that SqlStore satisfies the Protocols.
+        return store, store, store

@@ -1,0 +1,431 @@
+"""Export of an operation's row records as CSV, JSON or JSON Lines, streamed in chunks."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Protocol, TypeVar
+from uuid import UUID
+
+from bulkops.definition.registry import Registry
+from bulkops.errors import BadRequest, Conflict, NotFound
+from bulkops.formats.base import RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY, match_columns
+from bulkops.storage.ports import OperationStore, RowStore
+from bulkops.storage.records import RowRecord
+from bulkops.storage.states import ErrorType, RowState
+
+# Row records fetched per storage round trip, and rows scanned between two chunks.
+BATCH_SIZE = 1000
+FLUSH_ROWS = 500
+
+REPORT_COLUMNS = (
+    "rowNumber",
+    "rowId",
+    "state",
+    "stepIndex",
+    "stepName",
+    "errorType",
+    "errorMessage",
+    "retryAttempt",
+    "completedAt",
+)
+
+# Appended to the original columns in data mode. On re-upload they are extra columns,
+# which the row model ignores.
+DATA_COLUMNS = ("_rowNumber", "_state", "_errorType", "_errorMessage")
+
+# Keys the readers put into row data for content without a column of their own. They never
+# become CSV columns (see ``_DataCsv``); JSON and JSON Lines keep them.
+RAW_KEYS = frozenset({RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY})
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class ExportMode(StrEnum):
+    """What an export holds."""
+
+    REPORT = "report"  # one line per row record: state, step, error
+    DATA = "data"  # the original columns plus the outcome, for fixing and re-uploading
+
+
+class ExportFormat(StrEnum):
+    """The file format of an export (the value is also the file extension)."""
+
+    CSV = "csv"
+    JSON = "json"
+    JSONL = "jsonl"
+
+
+MEDIA_TYPES = {
+    ExportFormat.CSV: "text/csv; charset=utf-8",
+    ExportFormat.JSON: "application/json",
+    ExportFormat.JSONL: "application/x-ndjson",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """A validated export, ready to stream.
+
+    Attributes:
+        file_name: The download name, ``operation-{id}-{mode}.{ext}``.
+        media_type: The content type of the bytes.
+        chunks: The encoded file, a few hundred rows per chunk. Consume it once.
+    """
+
+    file_name: str
+    media_type: str
+    chunks: AsyncIterator[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    """Which row records an export keeps; None matches everything."""
+
+    state: RowState | None = None
+    error_type: ErrorType | None = None
+    step_name: str | None = None
+
+    @classmethod
+    def parse(cls, state: str | None, error_type: str | None, step_name: str | None) -> RowFilter:
+        """Build from request text: state and error type case-insensitive, unknown ones
+        ignored; the step name exact, empty ignored."""
+        return cls(
+            state=RowState.parse(state) if state else None,
+            error_type=ErrorType.parse(error_type) if error_type else None,
+            step_name=step_name or None,
+        )
+
+    def matches(self, row: RowRecord) -> bool:
+        """True when the row passes every filter that is set."""
+        return (
+            (self.state is None or row.state is self.state)
+            and (self.error_type is None or row.error_type is self.error_type)
+            and (self.step_name is None or row.step_name == self.step_name)
+        )
+
+
+class ExportService:
+    """Streams the row records of an operation as a report or as re-uploadable data."""
+
+    def __init__(self, operations: OperationStore, rows: RowStore, registry: Registry) -> None:
+        self._operations = operations
+        self._rows = rows
+        self._registry = registry
+
+    async def export(
+        self,
+        operation_id: UUID,
+        *,
+        mode: str | None = None,
+        file_format: str | None = None,
+        state: str | None = None,
+        error_type: str | None = None,
+        step_name: str | None = None,
+    ) -> Export:
+        """Check an export request and return its stream; nothing is read before iterating.
+
+        Args:
+            operation_id: The operation whose rows are exported.
+            mode: ``report`` (default) or ``data``, any case.
+            file_format: ``csv`` (default), ``json`` or ``jsonl``, any case.
+            state: Keep rows in this state (case-insensitive; unknown names are ignored).
+            error_type: Keep rows with this error type (case-insensitive; unknown ignored).
+            step_name: Keep rows whose current step has exactly this name.
+
+        Returns:
+            The file name, media type and chunk stream of the export.
+
+        Raises:
+            BadRequest: ``mode`` or ``file_format`` is not a known value.
+            NotFound: The operation does not exist.
+            Conflict: Data mode for an operation that does not keep row data (or is no
+                longer registered).
+        """
+        export_mode = _choice(ExportMode, mode, ExportMode.REPORT, "mode")
+        export_format = _choice(ExportFormat, file_format, ExportFormat.CSV, "format")
+        record = await self._operations.get(operation_id)
+        if record is None:
+            raise NotFound(f"Operation {operation_id} not found")
+        encoder: _Encoder
+        if export_mode is ExportMode.REPORT:
+            encoder = _report_encoder(export_format)
+        else:
+            definition = self._registry.get(record.operation_name)
+            if definition is None or not definition.track_row_data:
+                raise Conflict(
+                    "Export in data mode needs TrackRowData: "
+                    f"operation '{record.operation_name}' does not keep row data"
+                )
+            encoder = _data_encoder(export_format, definition.columns)
+        return Export(
+            file_name=f"operation-{record.id}-{export_mode.value}.{export_format.value}",
+            media_type=MEDIA_TYPES[export_format],
+            chunks=self._stream(
+                operation_id, RowFilter.parse(state, error_type, step_name), encoder
+            ),
+        )
+
+    async def _stream(
+        self, operation_id: UUID, keep: RowFilter, encoder: _Encoder
+    ) -> AsyncIterator[bytes]:
+        rows = self._rows.iterate(operation_id, batch_size=BATCH_SIZE)
+        scanned = 0
+        try:
+            async for row in rows:
+                if keep.matches(row):
+                    encoder.write(row)
+                scanned += 1
+                if scanned % FLUSH_ROWS == 0:
+                    chunk = encoder.take()
+                    if chunk:
+                        yield chunk.encode()
+        finally:
+            # Release the store's iterator now when the client goes away mid-download.
+            close = getattr(rows, "aclose", None)
+            if close is not None:
+                await close()
+        encoder.finish()
+        chunk = encoder.take()
+        if chunk:
+            yield chunk.encode()
+
+
+def _choice(kind: type[E], text: str | None, default: E, name: str) -> E:
+    if text is None:
+        return default
+    folded = text.strip().casefold()
+    for value in kind:
+        if value.value == folded:
+            return value
+    allowed = ", ".join(v.value for v in kind)
+    raise BadRequest(f"Invalid {name} '{text}': expected one of {allowed}")
+
+
+# --- values -----------------------------------------------------------------------------
+
+
+def _timestamp(moment: datetime | None) -> str | None:
+    """ISO 8601 in UTC with ``Z`` (stores hand out aware UTC; naive counts as UTC)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    elif moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell of a row data value: text, null and numbers as the csv module writes
+    them (null empty), booleans, objects and arrays as JSON text."""
+    if value is None or isinstance(value, str) or type(value) in (int, float):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _to_json(item: dict[str, Any]) -> str:
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+
+
+def _report_values(row: RowRecord) -> tuple[Any, ...]:
+    """The report columns of a row, in ``REPORT_COLUMNS`` order (None for null)."""
+    return (
+        row.row_number,
+        row.row_id,
+        row.state.value,
+        row.step_index,
+        row.step_name,
+        row.error_type.value if row.error_type else None,
+        row.error_message,
+        row.retry_attempt,
+        _timestamp(row.completed_at),
+    )
+
+
+def _report_item(row: RowRecord) -> dict[str, Any]:
+    """A report row as a JSON object; null properties are omitted."""
+    values = zip(REPORT_COLUMNS, _report_values(row), strict=True)
+    return {name: value for name, value in values if value is not None}
+
+
+def _outcome(row: RowRecord) -> tuple[Any, ...]:
+    """The ``DATA_COLUMNS`` values of a row."""
+    return (
+        row.row_number,
+        row.state.value,
+        row.error_type.value if row.error_type else None,
+        row.error_message,
+    )
+
+
+def _data_item(row: RowRecord) -> dict[str, Any]:
+    """A data row as a JSON object.
+
+    The row data comes out verbatim (its own keys, values and nulls, including the raw
+    keys of unparsable records) so nothing a user could fix is lost. The outcome follows
+    under ``DATA_COLUMNS``, replacing keys of the same name left by an earlier export;
+    null outcome properties are omitted.
+    """
+    item = {k: v for k, v in (row.row_data or {}).items() if k not in DATA_COLUMNS}
+    for name, value in zip(DATA_COLUMNS, _outcome(row), strict=True):
+        if value is not None:
+            item[name] = value
+    return item
+
+
+# --- encoders ---------------------------------------------------------------------------
+
+
+class _Encoder(Protocol):
+    """Turns row records into text, buffering it until ``take``."""
+
+    def write(self, row: RowRecord) -> None: ...
+
+    def finish(self) -> None: ...
+
+    def take(self) -> str: ...
+
+
+class _CsvBuffer:
+    def __init__(self) -> None:
+        self._buffer = io.StringIO()
+        # The default dialect: comma, minimal quoting, CRLF line ends (as the template).
+        self._writer = csv.writer(self._buffer)
+
+    def writerow(self, cells: Sequence[Any]) -> None:
+        self._writer.writerow(cells)
+
+    def take(self) -> str:
+        text = self._buffer.getvalue()
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        return text
+
+
+class _ReportCsv(_CsvBuffer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writerow(REPORT_COLUMNS)
+
+    def write(self, row: RowRecord) -> None:
+        # Report values are text, whole numbers or null: the csv module writes them as is.
+        self.writerow(_report_values(row))
+
+    def finish(self) -> None:
+        pass
+
+
+class _DataCsv(_CsvBuffer):
+    """Data mode as CSV.
+
+    A stream cannot go back to widen its header, so the header is fixed when the first
+    exported row arrives: the model's columns, then that row's other keys, then
+    ``DATA_COLUMNS``. Extra keys keep the order the store returns them in: the file's,
+    except on PostgreSQL, whose JSONB keeps keys in its own fixed order. Row data keys are
+    matched to model columns as the readers do (exact, else case-insensitively), so a file
+    headed ``Name`` fills ``name``. Keys first seen in later rows are dropped (JSON and
+    JSON Lines keep them). The readers' raw keys (``_extra``, ``_line``, ``_value``) never
+    become columns: they are not values of any column, and a header that depended on
+    whether the first row was unparsable would not be stable. Such a row exports with the
+    model columns it has (an over-long CSV record keeps its first fields) or empty ones;
+    use JSON to see its raw text.
+    """
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        super().__init__()
+        self._columns = tuple(columns)
+        self._extras: tuple[str, ...] | None = None
+        self._positions: tuple[tuple[str, ...], list[int | None]] = ((), [])
+
+    def _start(self, first: dict[str, Any]) -> None:
+        keys = list(first)
+        matched = set(match_columns(keys, self._columns).values())
+        self._extras = tuple(
+            key
+            for i, key in enumerate(keys)
+            if i not in matched and key not in RAW_KEYS and key not in DATA_COLUMNS
+        )
+        self.writerow([*self._columns, *self._extras, *DATA_COLUMNS])
+
+    def _model_values(self, data: dict[str, Any]) -> list[Any]:
+        keys = tuple(data)
+        if keys != self._positions[0]:
+            # Rows of one file share their keys, so the matching is computed once per file.
+            found = match_columns(keys, self._columns)
+            self._positions = (keys, [found.get(col) for col in self._columns])
+        values = list(data.values())
+        return [None if i is None else values[i] for i in self._positions[1]]
+
+    def write(self, row: RowRecord) -> None:
+        data = row.row_data or {}
+        if self._extras is None:
+            self._start(data)
+        extras = self._extras or ()
+        cells = [*self._model_values(data), *(data.get(key) for key in extras), *_outcome(row)]
+        self.writerow([_cell(v) for v in cells])
+
+    def finish(self) -> None:
+        if self._extras is None:
+            self._start({})
+
+
+class _JsonArray:
+    """``[`` then comma-separated objects, one a line, then ``]``."""
+
+    def __init__(self, item: Callable[[RowRecord], dict[str, Any]]) -> None:
+        self._item = item
+        self._parts: list[str] = ["["]
+        self._first = True
+
+    def write(self, row: RowRecord) -> None:
+        self._parts.append(("\n" if self._first else ",\n") + _to_json(self._item(row)))
+        self._first = False
+
+    def finish(self) -> None:
+        self._parts.append("]\n" if self._first else "\n]\n")
+
+    def take(self) -> str:
+        text = "".join(self._parts)
+        self._parts.clear()
+        return text
+
+
+class _JsonLines:
+    """One object a line."""
+
+    def __init__(self, item: Callable[[RowRecord], dict[str, Any]]) -> None:
+        self._item = item
+        self._parts: list[str] = []
+
+    def write(self, row: RowRecord) -> None:
+        self._parts.append(_to_json(self._item(row)) + "\n")
+
+    def finish(self) -> None:
+        pass
+
+    def take(self) -> str:
+        text = "".join(self._parts)
+        self._parts.clear()
+        return text
+
+
+def _report_encoder(file_format: ExportFormat) -> _Encoder:
+    if file_format is ExportFormat.CSV:
+        return _ReportCsv()
+    if file_format is ExportFormat.JSON:
+        return _JsonArray(_report_item)
+    return _JsonLines(_report_item)
+
+
+def _data_encoder(file_format: ExportFormat, columns: Sequence[str]) -> _Encoder:
+    if file_format is ExportFormat.CSV:
+        return _DataCsv(columns)
+    if file_format is ExportFormat.JSON:
+        return _JsonArray(_data_item)
+    return _JsonLines(_data_item)
