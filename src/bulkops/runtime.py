@@ -27,9 +27,10 @@ from bulkops.service import (
     SubmissionService,
 )
 from bulkops.service.export import ExportService
+from bulkops.service.retry import RetryService
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
-from bulkops.storage.ports import EventStore, OperationStore, RowStore
+from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowStore
 
 log = logging.getLogger("bulkops")
 
@@ -68,6 +69,7 @@ class Runtime:
     signals: SignalService
     signal_requests: SignalUseCase
     exports: ExportService
+    retries: RetryService
     _database: object | None = None
 
     @classmethod
@@ -83,12 +85,13 @@ class Runtime:
         url = settings.database_url
         operations: OperationStore
         rows: RowStore
+        retry_store: RetryStore
         events: EventStore
         if url.startswith(MEMORY_URL):
             from bulkops.storage.memory import MemoryEventStore, MemoryStore
 
             memory = MemoryStore()
-            operations, rows = memory, memory
+            operations, rows, retry_store = memory, memory, memory
             events = MemoryEventStore()
         else:
             from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
@@ -97,7 +100,7 @@ class Runtime:
                 await asyncio.to_thread(migrate, url)
             database = Database.from_url(url)
             sql = SqlStore(database)
-            operations, rows = sql, sql
+            operations, rows, retry_store = sql, sql, sql
             if settings.event_store == "memory":
                 from bulkops.storage.memory import MemoryEventStore
 
@@ -132,6 +135,15 @@ class Runtime:
             signals=signals,
             signal_requests=SignalUseCase(operations, signals),
             exports=ExportService(operations, rows, registry),
+            retries=RetryService(
+                registry,
+                operations,
+                rows,
+                retry_store,
+                events,
+                scheduler,
+                max_retry_attempts=settings.max_retry_attempts,
+            ),
             _database=database,
         )
 

@@ -43,3 +43,18 @@ class E2EApproval(bo.PipelineOperation[LogMeta, Item]):
     async def done(self, row: Item, metadata: LogMeta) -> None:
         with open(metadata.log, "a") as log:
             log.write(f"done {row.name}\n")
+
+
+class FailMeta(bo.Metadata):
+    log: str
+    fail_file: str
+
+
+@bo.operation("e2e-retry", retryable=True, track_row_data=True)
+class E2ERetry(bo.RowOperation[FailMeta, Item]):
+    async def process_row(self, row: Item, metadata: FailMeta) -> None:
+        with open(metadata.log, "a") as log:
+            log.write(row.name + "\n")
+        failing = Path(metadata.fail_file)
+        if failing.exists() and row.name in failing.read_text().split():
+            raise RuntimeError(f"{row.name} is on the fail list")

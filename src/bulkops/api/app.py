@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from bulkops.api.errors import install_error_handlers
-from bulkops.api.routes import bulks, events, export, health, signals
+from bulkops.api.routes import bulks, events, export, health, retry, signals
 from bulkops.api.routes import operations as discovery
 from bulkops.definition.operation import OperationDefinition
 from bulkops.runtime import Runtime, build_registry
@@ -57,7 +57,7 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for routes in (discovery, bulks, export, signals, events, health):
+    for routes in (discovery, bulks, export, retry, signals, events, health):
         app.include_router(routes.router)
     if settings.cors_origins:
         app.add_middleware(

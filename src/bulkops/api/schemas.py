@@ -14,7 +14,14 @@ from bulkops.definition.operation import PROCESS_STEP, OperationDefinition
 from bulkops.engine.signals import SignalResult
 from bulkops.service.queries import StatusView
 from bulkops.service.submission import ValidationResult
-from bulkops.storage.records import EventRecord, OperationRecord, Page, RowRecord, StepState
+from bulkops.storage.records import (
+    EventRecord,
+    OperationRecord,
+    Page,
+    RetrySnapshot,
+    RowRecord,
+    StepState,
+)
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 
 ItemT = TypeVar("ItemT")
@@ -352,4 +359,50 @@ class SignalResultSchema(Schema):
             completed=result.completed,
             failed=result.failed,
             cross_process=result.cross_process,
+        )
+
+
+class EligibilitySchema(Schema):
+    """Whether an operation may be retried now."""
+
+    is_eligible: bool
+    reason: str | None = None
+
+
+class RetryRowsRequest(Schema):
+    """Body of a selected-rows retry."""
+
+    row_numbers: list[int]
+
+
+class RetryResultSchema(Schema):
+    """What a retry request did."""
+
+    rows_submitted: int
+    rows_skipped: int
+    skipped_reasons: list[str] | None = None
+
+
+class RetryHistorySchema(Schema):
+    """One error snapshot taken when a retry reset a row."""
+
+    row_number: int
+    attempt: int
+    step_index: int
+    step_name: str | None = None
+    error_type: ErrorType | None = None
+    error_message: str | None = None
+    failed_at: datetime | None = None
+
+    @classmethod
+    def of(cls, entry: RetrySnapshot) -> RetryHistorySchema:
+        """Map a history entry."""
+        return cls(
+            row_number=entry.row_number,
+            attempt=entry.attempt,
+            step_index=entry.step_index,
+            step_name=entry.step_name,
+            error_type=entry.error_type,
+            error_message=entry.error_message,
+            failed_at=entry.failed_at,
         )

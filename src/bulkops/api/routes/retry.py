@@ -1,0 +1,114 @@
+"""Retry: eligibility, retry all or chosen failed rows, and the retry history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from bulkops.api.deps import OperationId, RuntimeDep
+from bulkops.api.schemas import (
+    EligibilitySchema,
+    ErrorBody,
+    PageSchema,
+    RetryHistorySchema,
+    RetryResultSchema,
+    RetryRowsRequest,
+)
+from bulkops.errors import BadRequest
+from bulkops.service.retry import RetryResult
+
+router = APIRouter(prefix="/api/bulks/{id}/retry", tags=["retry"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+    409: {"model": ErrorBody},
+}
+
+
+def _result(result: RetryResult) -> RetryResultSchema:
+    return RetryResultSchema(
+        rows_submitted=result.rows_submitted,
+        rows_skipped=result.rows_skipped,
+        skipped_reasons=result.skipped_reasons or None,
+    )
+
+
+@router.get(
+    "/eligibility",
+    operation_id="getRetryEligibility",
+    response_model=EligibilitySchema,
+    response_model_exclude_none=True,
+    responses=_ERRORS,
+)
+async def get_retry_eligibility(
+    operation_id: OperationId, runtime: RuntimeDep
+) -> EligibilitySchema:
+    """Whether the failed rows may be retried now, and the reason when not."""
+    eligibility = await runtime.retries.eligibility(operation_id)
+    return EligibilitySchema(is_eligible=eligibility.is_eligible, reason=eligibility.reason)
+
+
+@router.post(
+    "",
+    operation_id="retryBulk",
+    response_model=RetryResultSchema,
+    response_model_exclude_none=True,
+    responses=_ERRORS,
+)
+async def retry_bulk(operation_id: OperationId, runtime: RuntimeDep) -> RetryResultSchema:
+    """Retry every failed row that can be retried; 409 with the reason when refused."""
+    return _result(await runtime.retries.retry(operation_id))
+
+
+@router.post(
+    "/rows",
+    operation_id="retryBulkRows",
+    response_model=RetryResultSchema,
+    response_model_exclude_none=True,
+    responses=_ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": RetryRowsRequest.model_json_schema(by_alias=True)}
+            },
+        }
+    },
+)
+async def retry_bulk_rows(
+    operation_id: OperationId, request: Request, runtime: RuntimeDep
+) -> RetryResultSchema:
+    """Retry the named failed rows; the others are skipped with a reason each."""
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadRequest('Body must be JSON: {"rowNumbers": [1, 2]}') from None
+    numbers = body.get("rowNumbers") if isinstance(body, dict) else None
+    if not isinstance(numbers, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) for n in numbers
+    ):
+        raise BadRequest("rowNumbers must be a list of integers")
+    return _result(await runtime.retries.retry(operation_id, numbers))
+
+
+@router.get(
+    "/history",
+    operation_id="getRetryHistory",
+    response_model=PageSchema[RetryHistorySchema],
+    response_model_exclude_none=True,
+    responses=_ERRORS,
+)
+async def get_retry_history(
+    operation_id: OperationId,
+    runtime: RuntimeDep,
+    row_number: Annotated[int | None, Query(alias="rowNumber")] = None,
+    page: int | None = None,
+    page_size: Annotated[int | None, Query(alias="pageSize")] = None,
+) -> PageSchema[RetryHistorySchema]:
+    """Error snapshots taken by retries, by row number then attempt."""
+    result = await runtime.retries.history(
+        operation_id, row_number=row_number, page=page, page_size=page_size
+    )
+    return PageSchema.build(result, [RetryHistorySchema.of(e) for e in result.items])

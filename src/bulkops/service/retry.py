@@ -1,0 +1,213 @@
+"""Retrying failed rows: eligibility, retry rounds, and their history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from bulkops.clock import utcnow
+from bulkops.definition.operation import OperationDefinition, StepDefinition
+from bulkops.definition.registry import Registry
+from bulkops.engine.events import status_changed
+from bulkops.engine.scheduler import Scheduler
+from bulkops.errors import BadRequest, Conflict, NotFound
+from bulkops.service.queries import clamp_paging
+from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowStore
+from bulkops.storage.records import OperationRecord, Page, RetryRequest, RetrySnapshot, RowQuery
+from bulkops.storage.states import OperationStatus, RowState
+
+TRACK_ROW_DATA_REASON = "TrackRowData must be enabled for retry"
+VALIDATION_STEP_NAME = "validation"
+MAX_ROW_NUMBERS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """Whether an operation may be retried now, and why not."""
+
+    is_eligible: bool
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class RetryResult:
+    """What a retry request did."""
+
+    rows_submitted: int = 0
+    rows_skipped: int = 0
+    skipped_reasons: list[str] = field(default_factory=list)
+
+
+class RetryService:
+    """Eligibility (the five rules of the spec), retry of all or chosen failed rows, and
+    the retry history."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        operations: OperationStore,
+        rows: RowStore,
+        retries: RetryStore,
+        events: EventStore,
+        scheduler: Scheduler,
+        *,
+        max_retry_attempts: int,
+    ) -> None:
+        self._registry = registry
+        self._operations = operations
+        self._rows = rows
+        self._retries = retries
+        self._events = events
+        self._scheduler = scheduler
+        self._max_attempts = max_retry_attempts
+
+    async def _get(self, operation_id: UUID) -> OperationRecord:
+        record = await self._operations.get(operation_id)
+        if record is None:
+            raise NotFound(f"Operation {operation_id} not found")
+        return record
+
+    async def _failed(self, operation_id: UUID, step_name: str | None = None) -> int:
+        """How many rows failed (at the named step, when given)."""
+        query = RowQuery(
+            operation_id=operation_id, page=1, page_size=1, failed_only=True, step_name=step_name
+        )
+        return (await self._rows.page(query)).total_count
+
+    async def _check(
+        self, record: OperationRecord
+    ) -> tuple[OperationDefinition | None, str | None]:
+        definition = self._registry.get(record.operation_name)
+        if record.status is not OperationStatus.COMPLETED_WITH_ERRORS:
+            return definition, (
+                f"Operation is {record.status.value}; only CompletedWithErrors operations "
+                "can be retried"
+            )
+        if definition is None:
+            return None, f"Operation {record.operation_name!r} is not registered here"
+        if not definition.retryable:
+            return definition, f"Operation {definition.name!r} is not retryable"
+        if not definition.track_row_data:
+            return definition, TRACK_ROW_DATA_REASON
+        if self._max_attempts and record.retry_count >= self._max_attempts:
+            return definition, (
+                f"Retry limit reached: {record.retry_count} of {self._max_attempts} attempts used"
+            )
+        failed = await self._failed(record.id)
+        invalid = await self._failed(record.id, VALIDATION_STEP_NAME)
+        if failed - invalid <= 0:
+            return definition, (
+                "No failed rows can be retried: validation failures are never retried"
+            )
+        return definition, None
+
+    async def eligibility(self, operation_id: UUID) -> Eligibility:
+        """Whether the operation may be retried now (``NotFound`` when unknown)."""
+        _, reason = await self._check(await self._get(operation_id))
+        return Eligibility(is_eligible=reason is None, reason=reason)
+
+    async def retry(
+        self, operation_id: UUID, row_numbers: Sequence[int] | None = None
+    ) -> RetryResult:
+        """Reset the failed rows (all, or those named) and queue the operation again.
+
+        Rows that failed validation, rows that did not fail, and rows whose failing step
+        forbids operation retry are skipped, each with a reason. When nothing is left to
+        submit the operation is unchanged.
+
+        Raises:
+            NotFound: unknown operation.
+            BadRequest: an empty or oversized ``row_numbers`` list.
+            Conflict: the operation is not eligible (carries the reason).
+        """
+        if row_numbers is not None and not row_numbers:
+            raise BadRequest("rowNumbers must list at least one row number")
+        if row_numbers is not None and len(row_numbers) > MAX_ROW_NUMBERS:
+            raise BadRequest(f"rowNumbers may list at most {MAX_ROW_NUMBERS} rows per request")
+        record = await self._get(operation_id)
+        definition, reason = await self._check(record)
+        if reason is not None or definition is None:
+            message = reason or "not retryable"
+            raise Conflict(f"Cannot retry operation: {message}", reason=message)
+        allowed = tuple(s.index for s in definition.steps if s.allow_operation_retry)
+        result = RetryResult()
+        chosen: tuple[int, ...] | None = None
+        if row_numbers is None:
+            await self._skip_disallowed_steps(record, definition, result)
+        else:
+            chosen = await self._choose_rows(record, definition, row_numbers, result)
+            if not chosen:
+                return result
+        now = utcnow()
+        started = await self._retries.begin_retry(
+            RetryRequest(record.id, record.version, allowed, chosen), now
+        )
+        if started is None:
+            raise Conflict(
+                "Cannot retry operation: it changed meanwhile; try again",
+                reason="The operation changed meanwhile",
+            )
+        result.rows_submitted = started.rows_reset
+        if started.rows_reset:
+            await self._events.append([status_changed(started.record, record.status, now)])
+            self._scheduler.enqueue(record.id)
+        return result
+
+    async def _skip_disallowed_steps(
+        self, record: OperationRecord, definition: OperationDefinition, result: RetryResult
+    ) -> None:
+        for step in definition.steps:
+            if step.allow_operation_retry:
+                continue
+            count = await self._failed(record.id, step.name)
+            if count:
+                result.rows_skipped += count
+                result.skipped_reasons.append(_disallowed(step, count))
+
+    async def _choose_rows(
+        self,
+        record: OperationRecord,
+        definition: OperationDefinition,
+        row_numbers: Sequence[int],
+        result: RetryResult,
+    ) -> tuple[int, ...]:
+        chosen = []
+        for number in sorted(set(row_numbers)):
+            row = await self._rows.get_row(record.id, number)
+            reason = None
+            if row is None:
+                reason = f"Row {number} does not exist or was never processed"
+            elif row.state is not RowState.FAILED:
+                reason = f"Row {number} has not failed (it is {row.state.value})"
+            elif row.step_index < 0:
+                reason = f"Row {number} failed validation, which is never retried"
+            elif not definition.steps[row.step_index].allow_operation_retry:
+                name = definition.steps[row.step_index].name
+                reason = f"Row {number} failed at step '{name}', which does not allow retry"
+            if reason is None:
+                chosen.append(number)
+            else:
+                result.rows_skipped += 1
+                result.skipped_reasons.append(reason)
+        return tuple(chosen)
+
+    async def history(
+        self,
+        operation_id: UUID,
+        *,
+        row_number: int | None = None,
+        page: int | None = None,
+        page_size: int | None = None,
+    ) -> Page[RetrySnapshot]:
+        """Retry history entries by row number, then attempt."""
+        await self._get(operation_id)
+        number, size = clamp_paging(page, page_size)
+        return await self._retries.history(
+            operation_id, row_number=row_number, page=number, page_size=size
+        )
+
+
+def _disallowed(step: StepDefinition, count: int) -> str:
+    rows = "1 row" if count == 1 else f"{count} rows"
+    return f"{rows} failed at step '{step.name}', which does not allow operation retry"
