@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -474,6 +475,13 @@ async def test_a_closed_database_raises_storage_error(sql_url: str) -> None:
         await events.read(after=None, limit=1)
 
 
+async def _join_aiosqlite_threads() -> None:
+    workers = [t for t in threading.enumerate() if "_connection_worker_thread" in t.name]
+    for worker in workers:
+        await asyncio.to_thread(worker.join, 10)
+    await asyncio.sleep(0)  # run the callbacks the threads posted
+
+
 async def test_unreachable_databases_raise_storage_error(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -482,6 +490,9 @@ async def test_unreachable_databases_raise_storage_error(tmp_path: Path) -> None
         with pytest.raises(StorageError):
             await SqlStore(database).ping()
         await database.close()
+    # A failed aiosqlite connect stops its worker thread through this loop: let the thread
+    # finish while the loop is alive, or it reports "Event loop is closed" in a later test.
+    await _join_aiosqlite_threads()
     with pytest.raises(StorageError):
         migrate("postgresql://postgres@127.0.0.1:1/none")
     with pytest.raises(StorageError):

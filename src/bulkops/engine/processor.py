@@ -266,7 +266,7 @@ class OperationRun:
 
     async def _flush_if_due(self) -> None:
         if self._recorder.due:
-            status = await self._recorder.flush()
+            status = await self._recorder.flush(wait=False)
             if status is not OperationStatus.RUNNING:
                 self.stop_reason = self.stop_reason or _reason_for(status)
                 raise _Stopped

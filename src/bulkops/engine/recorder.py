@@ -37,6 +37,7 @@ class RowRecorder:
         self._flush_interval = flush_interval
         self._buffer: list[RowRecord] = []
         self._last_flush = time.monotonic()
+        self._in_flight: asyncio.Future[OperationStatus | None] | None = None
         self.status: OperationStatus | None = OperationStatus.RUNNING
 
     def add(self, record: RowRecord) -> None:
@@ -50,12 +51,36 @@ class RowRecorder:
             bool(self._buffer) and time.monotonic() - self._last_flush >= self._flush_interval
         )
 
-    async def flush(self) -> OperationStatus | None:
-        """Write buffered records, counters and RowFailed events; return the stored status."""
+    async def flush(self, *, wait: bool = True) -> OperationStatus | None:
+        """Write buffered records, counters and RowFailed events.
+
+        Writes run one at a time. With ``wait=False`` the new write goes on in the
+        background, overlapping the processing of the next rows (the database works outside
+        the interpreter lock), and the status returned is that of the previous write. With
+        ``wait=True`` every buffered record is stored when this returns.
+        """
         self._last_flush = time.monotonic()
-        if not self._buffer:
-            return self.status
-        batch, self._buffer = self._buffer, []
+        await self._settle()
+        if self._buffer:
+            batch, self._buffer = self._buffer, []
+            self._in_flight = asyncio.ensure_future(self._write(batch, *self._tally(batch)))
+            if wait:
+                await self._settle()
+        return self.status
+
+    async def _settle(self) -> None:
+        """Wait for the write in flight, if any, and take its status."""
+        write, self._in_flight = self._in_flight, None
+        if write is None:
+            return
+        # A cancellation must not tear a write: its batch has already left the buffer.
+        try:
+            self.status = await asyncio.shield(write)
+        except asyncio.CancelledError:
+            self.status = await write
+            raise
+
+    def _tally(self, batch: list[RowRecord]) -> tuple[ProgressDelta, list[EventRecord]]:
         processed = successful = failed = 0
         failures: list[EventRecord] = []
         now = utcnow()
@@ -68,14 +93,7 @@ class RowRecorder:
                 failed += 1
                 failures.append(self._row_failed(record, now))
         delta = ProgressDelta(processed=processed, successful=successful, failed=failed)
-        # A cancellation must not tear a write: the batch has already left the buffer.
-        write = asyncio.ensure_future(self._write(batch, delta, failures))
-        try:
-            self.status = await asyncio.shield(write)
-        except asyncio.CancelledError:
-            self.status = await write
-            raise
-        return self.status
+        return delta, failures
 
     async def _write(
         self, batch: list[RowRecord], delta: ProgressDelta, failures: list[EventRecord]
