@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
@@ -21,6 +21,19 @@ async def invoke(method: Callable[..., Any], *args: Any) -> Any:
     if _is_async(underlying):
         return await method(*args)
     return await asyncio.to_thread(method, *args)
+
+
+def direct_call(method: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """An awaitable version of ``method`` decided once: the coroutine function itself, or a
+    wrapper that runs a plain ``def`` in a worker thread. Saves ``invoke``'s per-call checks
+    on hot paths."""
+    if _is_async(getattr(method, "__func__", method)):
+        return method
+
+    async def in_thread(*args: Any) -> Any:
+        return await asyncio.to_thread(method, *args)
+
+    return in_thread
 
 
 def error_text(exc: BaseException) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from bulkops.clock import utcnow
+from bulkops.clock import CoarseClock
 from bulkops.definition.conversion import convert
 from bulkops.definition.models import Metadata, Row
 from bulkops.definition.operation import (
@@ -14,7 +14,7 @@ from bulkops.definition.operation import (
     OperationBase,
     OperationDefinition,
 )
-from bulkops.engine.invoke import error_text, invoke
+from bulkops.engine.invoke import direct_call, error_text
 from bulkops.errors import ValidationError
 from bulkops.formats import RawRow
 from bulkops.storage.records import RowRecord, StepState
@@ -39,6 +39,8 @@ class RowBasics:
         self.operation_id = operation_id
         self._empty_is_missing = empty_is_missing
         self._keep_data = definition.track_row_data
+        self._clock = CoarseClock()
+        self._validate = direct_call(instance.validate_row)
 
     def new_record(self, raw: RawRow, state: RowState, row_id: str | None = None) -> RowRecord:
         """A record for a row, carrying its data when the operation tracks it."""
@@ -50,7 +52,7 @@ class RowBasics:
             step_index=0,
             step_name=PROCESS_STEP,
             row_data=raw.raw if self._keep_data else None,
-            completed_at=utcnow(),
+            completed_at=self._clock.now(),
         )
 
     def pending_steps(self) -> list[StepState]:
@@ -100,7 +102,7 @@ class RowBasics:
         row_id = self.row_id(parsed)
         if self.definition.overrides_validate_row:
             try:
-                await invoke(self.instance.validate_row, parsed, self.metadata)
+                await self._validate(parsed, self.metadata)
             except ValidationError as exc:
                 return self.invalid(raw, ErrorType.VALIDATION, str(exc), row_id)
             except Exception as exc:
@@ -113,7 +115,7 @@ class RowRunner(RowBasics):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._process = getattr(self.instance, "process_row")  # noqa: B009 - resolved once
+        self._process = direct_call(getattr(self.instance, "process_row"))  # noqa: B009
 
     async def run(self, raw: RawRow, existing: RowRecord | None = None) -> RowRecord:
         """Validate and process one raw row; never raises for row-level problems."""
@@ -122,7 +124,7 @@ class RowRunner(RowBasics):
             return prepared
         row, row_id = prepared
         try:
-            await invoke(self._process, row, self.metadata)
+            await self._process(row, self.metadata)
         except Exception as exc:
             record = self.new_record(raw, RowState.FAILED, row_id)
             record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)

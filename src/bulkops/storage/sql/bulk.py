@@ -82,10 +82,26 @@ def _postgres_timestamp(value: datetime | None) -> datetime | None:
     return None if value is None else _aware(value)
 
 
+def _cached(timestamp: Callable[[datetime | None], Any]) -> Callable[[datetime | None], Any]:
+    """``timestamp`` remembering its last answer: rows finished within the same tick share
+    one datetime object, so most rows skip the encoding."""
+    last: list[Any] = [None, None]
+
+    def encode(value: datetime | None) -> Any:
+        if value is None:
+            return None
+        if value is not last[0]:
+            last[0], last[1] = value, timestamp(value)
+        return last[1]
+
+    return encode
+
+
 def _encoder(
     operation_id: Any, timestamp: Callable[[datetime | None], Any]
 ) -> Callable[[RowRecord], tuple[Any, ...]]:
     dumps = json.dumps
+    timestamp = _cached(timestamp)
 
     def encode(row: RowRecord) -> tuple[Any, ...]:
         error_type = row.error_type
