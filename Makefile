@@ -32,3 +32,13 @@ test: lint typecheck pytest
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# Benchmarks of a real service process (benchmarks/README.md): `make bench` is the full run
+# (a few minutes), `make bench-quick` the same scenarios on small inputs (well under a minute).
+.PHONY: bench bench-quick
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks.run --quick

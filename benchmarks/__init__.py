@@ -1,0 +1,1 @@
+"""The bulkops benchmark harness: ``python -m benchmarks.run`` (see benchmarks/README.md)."""
