@@ -8,11 +8,13 @@ which SQLite cannot wait for (it fails at once with "database is locked").
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import URL, Connection, make_url
@@ -20,6 +22,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError, Statement
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from bulkops.errors import StorageError
+
+T = TypeVar("T")
 
 # Connection execution option that marks a write transaction (SQLite: BEGIN IMMEDIATE).
 WRITE_OPTION = "bulkops_write"
@@ -134,16 +138,70 @@ def engine_arguments(url: URL) -> dict[str, Any]:
     return {"pool_pre_ping": True}
 
 
+class _SqliteWriter:
+    """One plain sqlite3 connection on one thread, for the hot write path.
+
+    Each aiosqlite statement is a round trip that waits for a turn of the event loop, and
+    a batch write is about ten of them; while rows are being processed those turns come
+    late and the loop ends up idle waiting for the database. Here a whole transaction is
+    one hop to the thread, and SQLite works outside the interpreter lock meanwhile.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bulkops-sqlite")
+        self._connection: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._connection is None:
+            connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            cursor = connection.cursor()
+            try:
+                for pragma in _SQLITE_PRAGMAS:
+                    cursor.execute(pragma)
+                _enable_wal(cursor)
+            finally:
+                cursor.close()
+            self._connection = connection
+        return self._connection
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        connection = self._connect()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            result = work(connection)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        return result
+
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._transaction, work)
+
+    def _close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close)
+        self._executor.shutdown(wait=True)
+
+
 class Database:
     """Owns the async engine; hands out read and write transactions.
 
-    Every store goes through ``read()`` / ``write()``, which is where driver errors become
-    ``StorageError``.
+    Every store goes through ``read()`` / ``write()`` (or, for SQLite batch writes,
+    ``write_sqlite()``), which is where driver errors become ``StorageError``.
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, sqlite_path: str | None = None) -> None:
         self._engine = engine
         self._closed = False
+        self._writer = _SqliteWriter(sqlite_path) if sqlite_path else None
 
     @classmethod
     def from_url(cls, url: str, *, echo: bool = False) -> Database:
@@ -152,7 +210,25 @@ class Database:
         engine = create_async_engine(parsed, echo=echo, **engine_arguments(parsed))
         if parsed.get_backend_name() == "sqlite":
             configure_sqlite(engine.sync_engine)
+            return cls(engine, sqlite_path=parsed.database)
         return cls(engine)
+
+    @property
+    def has_sqlite_writer(self) -> bool:
+        """True on SQLite, where ``write_sqlite`` runs a transaction in one thread hop."""
+        return self._writer is not None
+
+    async def write_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction on the SQLite writer thread.
+
+        Commits when ``work`` returns, rolls back when it raises.
+        """
+        if self._closed or self._writer is None:
+            raise StorageError("the database is closed")
+        try:
+            return await self._writer.run(work)
+        except DRIVER_ERRORS as exc:
+            raise storage_error("database write", exc) from exc
 
     @property
     def dialect_name(self) -> str:
@@ -193,6 +269,8 @@ class Database:
             return
         self._closed = True
         try:
+            if self._writer is not None:
+                await self._writer.close()
             await self._engine.dispose()
         except DRIVER_ERRORS as exc:
             raise StorageError(f"closing the database failed: {describe_error(exc)}") from exc

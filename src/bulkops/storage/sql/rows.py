@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Sequence
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -74,6 +75,33 @@ _ADD_COUNTERS = (
 _STATUS = select(_op.status).where(_op.id == bindparam("operation_id"))
 
 
+_SQLITE_ADD_COUNTERS = (
+    "UPDATE operations SET processed_rows = processed_rows + ?, "
+    "successful_rows = successful_rows + ?, error_count = error_count + ? WHERE id = ?"
+)
+_SQLITE_STATUS = "SELECT status FROM operations WHERE id = ?"
+
+
+def _sqlite_save(
+    operation_id: UUID, rows: Sequence[RowRecord], delta: ProgressDelta
+) -> Callable[[sqlite3.Connection], OperationStatus | None]:
+    """The whole of ``save`` as one function for the SQLite writer thread."""
+
+    def work(connection: sqlite3.Connection) -> OperationStatus | None:
+        key = str(operation_id)
+        counters = (delta.processed, delta.successful, delta.failed, key)
+        # The operation row is locked first by every writer, so writers never deadlock.
+        if connection.execute(_SQLITE_ADD_COUNTERS, counters).rowcount == 0:
+            return None
+        if rows:
+            upsert, params = row_upsert("sqlite", operation_id, rows)
+            connection.executemany(upsert, params)
+        status = connection.execute(_SQLITE_STATUS, (key,)).fetchone()
+        return OperationStatus(status[0])
+
+    return work
+
+
 class RowMethods:
     """The RowStore half of ``SqlStore``."""
 
@@ -89,6 +117,8 @@ class RowMethods:
         """
         if any(row.operation_id != operation_id for row in rows):
             raise ValueError(f"every saved row must belong to operation {operation_id}")
+        if self._db.has_sqlite_writer:
+            return await self._db.write_sqlite(_sqlite_save(operation_id, rows, delta))
         # Encode before taking the write lock so the lock is held for the SQL alone.
         upsert, params = row_upsert(self._db.dialect_name, operation_id, rows)
         counts = {
