@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from bulkops.storage.records import RowRecord
+from bulkops.storage.states import RowState
 
 # Parameter order of the upsert; the encoders below follow it.
 COLUMNS = (
@@ -153,3 +154,72 @@ def row_upsert(dialect_name: str, operation_id: UUID, rows: Sequence[RowRecord])
     latest = {values[1]: values for values in encoded}
     columns = list(zip(*latest.values(), strict=True))
     return POSTGRES_UNNEST, (operation_id, *(list(column) for column in columns[1:]))
+
+
+# Runs of consecutive plain successes (the bulk of most files) are written as one set-based
+# statement each, generating the row numbers in the database, instead of binding fourteen
+# parameters per row: the stored rows are exactly the same.
+_RANGE_SELECT = "'Completed', NULL, 0, {step}, NULL, NULL, 0, NULL, NULL, NULL, NULL, {ts}"
+_UPDATES = ", ".join(f"{name} = excluded.{name}" for name in COLUMNS if name not in _KEY)
+SQLITE_RANGE_UPSERT = (
+    "WITH RECURSIVE series(n) AS (SELECT ? UNION ALL SELECT n + 1 FROM series WHERE n < ?) "
+    f"INSERT INTO row_records ({', '.join(COLUMNS)}) "
+    f"SELECT ?, n, {_RANGE_SELECT.format(step='?', ts='?')} FROM series WHERE true "
+    f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {_UPDATES}"
+)
+POSTGRES_RANGE_UPSERT = (
+    f"INSERT INTO row_records ({', '.join(COLUMNS)}) "
+    f"SELECT %s, n, {_RANGE_SELECT.format(step='%s', ts='%s')} "
+    "FROM generate_series(%s::int4, %s::int4) AS n "
+    f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {_UPDATES}"
+)
+
+
+def _plain(row: RowRecord) -> bool:
+    return (
+        row.state is RowState.COMPLETED
+        and row.step_index == 0
+        and row.row_id is None
+        and row.retry_attempt == 0
+        and row.row_data is None
+        and not row.steps
+        and row.signal_key is None
+        and row.waiting_since is None
+        and row.error_type is None
+        and row.error_message is None
+        and row.completed_at is not None
+    )
+
+
+def split_plain_runs(
+    rows: Sequence[RowRecord],
+) -> tuple[list[tuple[int, int, str | None, datetime]], list[RowRecord]]:
+    """Runs ``(first, last, step_name, completed_at)`` of consecutive plain successes
+    sharing a step name and timestamp, and the other rows. Only batches whose row numbers
+    are unique are split (a repeated row must keep last-write-wins order)."""
+    if len({row.row_number for row in rows}) != len(rows):
+        return [], list(rows)
+    runs: list[tuple[int, int, str | None, datetime]] = []
+    others: list[RowRecord] = []
+    for row in sorted(rows, key=lambda r: r.row_number):
+        stamp = row.completed_at
+        if stamp is None or not _plain(row):
+            others.append(row)
+            continue
+        if runs:
+            first, last, step, at = runs[-1]
+            if last + 1 == row.row_number and step == row.step_name and at == stamp:
+                runs[-1] = (first, row.row_number, step, at)
+                continue
+        runs.append((row.row_number, row.row_number, row.step_name, stamp))
+    return runs, others
+
+
+def range_params(
+    dialect_name: str, operation_id: UUID, runs: Sequence[tuple[int, int, str | None, datetime]]
+) -> list[tuple[Any, ...]]:
+    """Driver parameters of the range upsert for each run."""
+    if dialect_name == "postgresql":
+        return [(operation_id, step, _aware(at), first, last) for first, last, step, at in runs]
+    key = str(operation_id)
+    return [(first, last, key, step, sqlite_timestamp(at)) for first, last, step, at in runs]

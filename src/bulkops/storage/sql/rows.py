@@ -30,7 +30,13 @@ from bulkops.storage.records import (
     WaitOutcome,
     resolve_wait,
 )
-from bulkops.storage.sql.bulk import row_upsert
+from bulkops.storage.sql.bulk import (
+    POSTGRES_RANGE_UPSERT,
+    SQLITE_RANGE_UPSERT,
+    range_params,
+    row_upsert,
+    split_plain_runs,
+)
 from bulkops.storage.sql.database import Database
 from bulkops.storage.sql.operations import check_paging
 from bulkops.storage.sql.schema import operations, row_records
@@ -93,8 +99,11 @@ def _sqlite_save(
         # The operation row is locked first by every writer, so writers never deadlock.
         if connection.execute(_SQLITE_ADD_COUNTERS, counters).rowcount == 0:
             return None
-        if rows:
-            upsert, params = row_upsert("sqlite", operation_id, rows)
+        runs, others = split_plain_runs(rows)
+        if runs:
+            connection.executemany(SQLITE_RANGE_UPSERT, range_params("sqlite", operation_id, runs))
+        if others:
+            upsert, params = row_upsert("sqlite", operation_id, others)
             connection.executemany(upsert, params)
         status = connection.execute(_SQLITE_STATUS, (key,)).fetchone()
         return OperationStatus(status[0])
@@ -120,7 +129,9 @@ class RowMethods:
         if self._db.has_sqlite_writer:
             return await self._db.write_sqlite(_sqlite_save(operation_id, rows, delta))
         # Encode before taking the write lock so the lock is held for the SQL alone.
-        upsert, params = row_upsert(self._db.dialect_name, operation_id, rows)
+        runs, others = split_plain_runs(rows)
+        ranges = range_params("postgresql", operation_id, runs)
+        upsert, params = row_upsert(self._db.dialect_name, operation_id, others)
         counts = {
             "operation_id": operation_id,
             "processed": delta.processed,
@@ -131,7 +142,9 @@ class RowMethods:
             # The operation row is locked first by every writer, so writers never deadlock.
             if (await conn.execute(_ADD_COUNTERS, counts)).rowcount == 0:
                 return None
-            if rows:
+            if ranges:
+                await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
+            if others:
                 await conn.exec_driver_sql(upsert, params)
             status = await conn.execute(_STATUS, {"operation_id": operation_id})
             result: OperationStatus = status.scalar_one()

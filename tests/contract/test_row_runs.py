@@ -1,0 +1,78 @@
+"""Plain successful rows are written in runs; what is stored must not differ."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bulkops.storage.records import ProgressDelta, RowQuery, RowRecord
+from bulkops.storage.states import ErrorType, RowState
+from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
+
+
+def plain(make_row: MakeRow, operation_id: object, number: int, millis: int) -> RowRecord:
+    return make_row(
+        operation_id,
+        number,
+        row_id=None,
+        completed_at=BASE_TIME + timedelta(milliseconds=millis),
+    )
+
+
+async def test_runs_of_plain_rows_round_trip_exactly(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation()
+    await stores.operations.add(op)
+    rows = [plain(make_row, op.id, n, millis=n // 10) for n in range(1, 101)]  # 10 per stamp
+    rows[40] = make_row(op.id, 41, row_id="with-id")  # breaks a run
+    rows[60] = make_row(
+        op.id, 61, state=RowState.FAILED, error_type=ErrorType.PROCESSING, error_message="x"
+    )
+    del rows[80]  # a gap: row 81 is absent
+    rows.append(plain(make_row, op.id, 500, millis=1))
+    status = await stores.rows.save(op.id, rows, ProgressDelta(len(rows), len(rows) - 1, 1))
+    assert status is not None
+    for row in rows:
+        assert await stores.rows.get_row(op.id, row.row_number) == row
+    assert await stores.rows.get_row(op.id, 81) is None
+    page = await stores.rows.page(RowQuery(operation_id=op.id, page=1, page_size=1000))
+    assert [r.row_number for r in page.items] == sorted(r.row_number for r in rows)
+    record = await stores.operations.get(op.id)
+    assert record is not None and record.processed_rows == len(rows)
+
+
+async def test_plain_rows_overwrite_earlier_records(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation()
+    await stores.operations.add(op)
+    failed = [
+        make_row(
+            op.id,
+            n,
+            state=RowState.FAILED,
+            error_type=ErrorType.STEP_FAILURE,
+            error_message="boom",
+            row_data={"a": 1},
+            step_name="other",
+        )
+        for n in range(1, 6)
+    ]
+    await stores.rows.save(op.id, failed, ProgressDelta())
+    again = [plain(make_row, op.id, n, millis=0) for n in range(1, 6)]
+    await stores.rows.save(op.id, again, ProgressDelta())
+    for row in again:
+        stored = await stores.rows.get_row(op.id, row.row_number)
+        assert stored == row
+        assert stored is not None and stored.row_data is None and stored.error_type is None
+
+
+async def test_a_batch_repeating_a_row_keeps_the_last_write(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation()
+    await stores.operations.add(op)
+    first = plain(make_row, op.id, 1, millis=0)
+    last = make_row(op.id, 1, state=RowState.FAILED, error_type=ErrorType.TIMEOUT)
+    await stores.rows.save(op.id, [first, last], ProgressDelta())
+    assert await stores.rows.get_row(op.id, 1) == last
