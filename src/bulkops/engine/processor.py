@@ -8,6 +8,7 @@ import enum
 import logging
 from collections.abc import AsyncIterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from bulkops.clock import utcnow
@@ -31,13 +32,12 @@ from bulkops.storage.states import OperationStatus, RowState
 
 log = logging.getLogger("bulkops.engine")
 
-# Rows run between two explicit yields to the event loop, so HTTP stays responsive while a
-# large file is processed in the same process.
-_YIELD_EVERY = 128
-
 
 Runner = RowRunner | PipelineRunner
-RowPairs = AsyncIterable[tuple[RawRow, RowRecord | None]]
+# Rows travel in small batches: one await per batch instead of per row.
+RowBatch = list[tuple[RawRow, RowRecord | None]]
+RowBatches = AsyncIterable[RowBatch]
+BATCH_SIZE = 128
 
 
 class StopReason(enum.Enum):
@@ -207,6 +207,7 @@ class OperationRun:
                 columns=definition.columns,
                 required=definition.required_columns,
                 keep_raw=definition.track_row_data,
+                drop_empty=fmt is FileFormat.CSV,
             )
             try:
                 rows = await self._pending_rows(reader)
@@ -222,7 +223,7 @@ class OperationRun:
         # The reset rows no longer count as processed; progress restarts from the others.
         await self._stores.operations.recount(self.record.id)
         pending = self._stores.rows.iterate(self.record.id, state=RowState.PENDING)
-        source = RetrySource(pending, definition)
+        source = RetrySource(pending, definition, drop_empty=fmt is FileFormat.CSV)
         if self._config.max_row_concurrency <= 1:
             await self._run_sequential(source, runner)
         else:
@@ -243,17 +244,13 @@ class OperationRun:
                 await invoke(instance.validate_metadata, metadata)
             except Exception as exc:
                 raise OperationFailed(f"Metadata validation failed: {error_text(exc)}") from None
-        empty_is_missing = fmt is FileFormat.CSV
         if not definition.is_step_based:
-            return RowRunner(
-                definition, instance, metadata, self.record.id, empty_is_missing=empty_is_missing
-            )
+            return RowRunner(definition, instance, metadata, self.record.id)
         return PipelineRunner(
             definition,
             instance,
             metadata,
             self.record.id,
-            empty_is_missing=empty_is_missing,
             rows=self._stores.rows,
             hub=self._p.hub,
             signal_poll_interval=self._config.signal_poll_interval,
@@ -271,30 +268,30 @@ class OperationRun:
                 self.stop_reason = self.stop_reason or _reason_for(status)
                 raise _Stopped
 
-    async def _run_sequential(self, rows: RowPairs, runner: Runner) -> None:
+    async def _run_sequential(self, rows: RowBatches, runner: Runner) -> None:
         recorder = self._recorder
-        count = 0
-        async for raw, existing in rows:
-            recorder.add(await runner.run(raw, existing))
-            await self._flush_if_due()
-            count += 1
-            if count % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+        async for batch in rows:
+            for raw, existing in batch:
+                recorder.add(await runner.run(raw, existing))
+                if recorder.due:
+                    await self._flush_if_due()
+            await asyncio.sleep(0)  # let HTTP requests and other operations in
 
-    async def _run_window(self, rows: RowPairs, runner: Runner) -> None:
+    async def _run_window(self, rows: RowBatches, runner: Runner) -> None:
         limit = self._config.max_row_concurrency
         in_flight: set[asyncio.Task[Any]] = set()
         recorder = self._recorder
         try:
-            async for raw, existing in rows:
-                while len(in_flight) >= limit:
-                    done, in_flight = await asyncio.wait(
-                        in_flight, return_when=asyncio.FIRST_COMPLETED
-                    )
-                    for task in done:
-                        recorder.add(task.result())
-                    await self._flush_if_due()
-                in_flight.add(asyncio.create_task(runner.run(raw, existing)))
+            async for batch in rows:
+                for raw, existing in batch:
+                    while len(in_flight) >= limit:
+                        done, in_flight = await asyncio.wait(
+                            in_flight, return_when=asyncio.FIRST_COMPLETED
+                        )
+                        for task in done:
+                            recorder.add(task.result())
+                        await self._flush_if_due()
+                    in_flight.add(asyncio.create_task(runner.run(raw, existing)))
             while in_flight:
                 done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
@@ -313,8 +310,8 @@ def _reason_for(status: OperationStatus | None) -> StopReason:
 
 
 class _RowSource:
-    """Raw rows still to run, each with its stored record when it has one: the file's rows
-    minus those already final."""
+    """Raw rows still to run, in batches, each with its stored record when it has one: the
+    file's rows minus those already final."""
 
     def __init__(self, reader: Iterator[RawRow], stored: StoredRows | None) -> None:
         self._reader = reader
@@ -323,11 +320,17 @@ class _RowSource:
     def __aiter__(self) -> _RowSource:
         return self
 
-    async def __anext__(self) -> tuple[RawRow, RowRecord | None]:
-        for raw in self._reader:
-            if self._stored is None:
-                return raw, None
-            existing = await self._stored.find(raw.number)
-            if existing is None or not existing.state.is_final:
-                return raw, existing
-        raise StopAsyncIteration
+    async def __anext__(self) -> RowBatch:
+        if self._stored is None:  # a fresh run: every row runs
+            batch: RowBatch = [(raw, None) for raw in islice(self._reader, BATCH_SIZE)]
+        else:
+            batch = []
+            for raw in self._reader:
+                existing = await self._stored.find(raw.number)
+                if existing is None or not existing.state.is_final:
+                    batch.append((raw, existing))
+                    if len(batch) >= BATCH_SIZE:
+                        break
+        if not batch:
+            raise StopAsyncIteration
+        return batch

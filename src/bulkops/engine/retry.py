@@ -19,17 +19,37 @@ class RetrySource:
     a retry re-validates it without re-reading the file.
     """
 
-    def __init__(self, records: AsyncIterator[RowRecord], definition: OperationDefinition) -> None:
+    def __init__(
+        self,
+        records: AsyncIterator[RowRecord],
+        definition: OperationDefinition,
+        *,
+        drop_empty: bool,
+        batch_size: int = 128,
+    ) -> None:
         self._records = records
         self._matcher = KeyMatcher(definition.columns)
+        self._drop_empty = drop_empty
+        self._batch_size = batch_size
 
     def __aiter__(self) -> RetrySource:
         return self
 
-    async def __anext__(self) -> tuple[RawRow, RowRecord]:
-        record = await anext(self._records)  # StopAsyncIteration ends the round
+    def _raw(self, record: RowRecord) -> RawRow:
         data = record.row_data
         if data is None:
-            return RawRow(record.row_number, None, None, NO_ROW_DATA), record
+            return RawRow(record.row_number, None, None, NO_ROW_DATA)
         values = self._matcher.values(data, copy=True)
-        return RawRow(record.row_number, values, data), record
+        if self._drop_empty:  # an empty CSV cell is a missing value, as in the first run
+            values = {key: value for key, value in values.items() if value != ""}
+        return RawRow(record.row_number, values, data)
+
+    async def __anext__(self) -> list[tuple[RawRow, RowRecord | None]]:
+        batch: list[tuple[RawRow, RowRecord | None]] = []
+        async for record in self._records:
+            batch.append((self._raw(record), record))
+            if len(batch) >= self._batch_size:
+                break
+        if not batch:
+            raise StopAsyncIteration
+        return batch

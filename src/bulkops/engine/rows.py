@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+import pydantic
+
 from bulkops.clock import CoarseClock
-from bulkops.definition.conversion import convert
+from bulkops.definition.conversion import describe_errors
 from bulkops.definition.models import Metadata, Row
 from bulkops.definition.operation import (
     PROCESS_STEP,
@@ -30,14 +32,12 @@ class RowBasics:
         instance: OperationBase[Any, Any],
         metadata: Metadata,
         operation_id: UUID,
-        *,
-        empty_is_missing: bool,
     ) -> None:
         self.definition = definition
         self.instance = instance
         self.metadata = metadata
         self.operation_id = operation_id
-        self._empty_is_missing = empty_is_missing
+        self._validate_model = definition.row_model.model_validate
         self._keep_data = definition.track_row_data
         self._clock = CoarseClock()
         self._validate = direct_call(instance.validate_row)
@@ -74,15 +74,17 @@ class RowBasics:
         return record
 
     def parse(self, raw: RawRow) -> Row | RowRecord:
-        """The row model, or a failed record when the row cannot be parsed or converted."""
+        """The row model, or a failed record when the row cannot be parsed or converted.
+
+        Sources leave empty CSV cells out of ``raw.values``, so they count as missing.
+        """
         if raw.error is not None or raw.values is None:
             return self.invalid(raw, ErrorType.VALIDATION, raw.error or "Row could not be read")
         try:
-            return convert(
-                self.definition.row_model, raw.values, empty_is_missing=self._empty_is_missing
-            )
-        except ValidationError as exc:
-            return self.invalid(raw, ErrorType.VALIDATION, str(exc))
+            row: Row = self._validate_model(raw.values)
+        except pydantic.ValidationError as exc:
+            return self.invalid(raw, ErrorType.VALIDATION, describe_errors(exc))
+        return row
 
     def row_id(self, row: Row) -> str | None:
         """The row's business key, when the model defines one."""

@@ -27,6 +27,7 @@ def read_rows(
     columns: Sequence[str],
     required: Sequence[str] = (),
     keep_raw: bool = False,
+    drop_empty: bool = False,
 ) -> Generator[RawRow, None, None]:
     """Stream the data rows of a local file.
 
@@ -45,6 +46,8 @@ def read_rows(
         required: Model columns a CSV header must contain. JSON formats have no header,
             so missing keys are left for row validation to report.
         keep_raw: Also return each record under the file's own column names.
+        drop_empty: Leave empty CSV cells out of ``values`` (an empty cell is a missing
+            value); ``raw`` keeps them.
 
     Yields:
         One ``RawRow`` per data row, numbered from 1.
@@ -54,7 +57,9 @@ def read_rows(
     """
     fmt = FileFormat(fmt)
     if fmt is FileFormat.CSV:
-        return read_csv(path, columns=columns, required=required, keep_raw=keep_raw)
+        return read_csv(
+            path, columns=columns, required=required, keep_raw=keep_raw, drop_empty=drop_empty
+        )
     if fmt is FileFormat.JSON:
         return read_json(path, columns=columns, keep_raw=keep_raw)
     return read_jsonl(path, columns=columns, keep_raw=keep_raw)

@@ -73,8 +73,20 @@ def _column_pairs(
     return [(name, found[name]) for name in dict.fromkeys(columns) if name in found]
 
 
+def _values(record: list[str], pairs: list[tuple[str, int]], drop_empty: bool) -> dict[str, Any]:
+    present = len(record)
+    if drop_empty:
+        return {name: value for name, i in pairs if i < present and (value := record[i]) != ""}
+    return {name: record[i] for name, i in pairs if i < present}
+
+
 def _uneven_row(
-    number: int, record: list[str], header: list[str], pairs: list[tuple[str, int]], keep_raw: bool
+    number: int,
+    record: list[str],
+    header: list[str],
+    pairs: list[tuple[str, int]],
+    keep_raw: bool,
+    drop_empty: bool,
 ) -> RawRow:
     """A record whose field count differs from the header's."""
     width, present = len(header), len(record)
@@ -85,11 +97,16 @@ def _uneven_row(
         return RawRow(number, None, extra, f"Row {number}: {problem}")
     # A short record: the absent columns are left out, so validation names them.
     raw = dict(zip(header, record, strict=False)) if keep_raw else None
-    return RawRow(number, {name: record[i] for name, i in pairs if i < present}, raw)
+    return RawRow(number, _values(record, pairs, drop_empty), raw)
 
 
 def read_csv(
-    path: Path, *, columns: Sequence[str], required: Sequence[str], keep_raw: bool
+    path: Path,
+    *,
+    columns: Sequence[str],
+    required: Sequence[str],
+    keep_raw: bool,
+    drop_empty: bool = False,
 ) -> Generator[RawRow, None, None]:
     """Stream the data rows of a CSV file (see ``bulkops.formats.read_rows``)."""
     with path.open("rb") as fh:
@@ -109,9 +126,13 @@ def read_csv(
                     number += 1
                     if len(record) == width:
                         raw = dict(zip(header, record, strict=True)) if keep_raw else None
-                        yield RawRow(number, {name: record[i] for name, i in pairs}, raw)
+                        if drop_empty:
+                            values = {n: v for n, i in pairs if (v := record[i]) != ""}
+                        else:
+                            values = {n: record[i] for n, i in pairs}
+                        yield RawRow(number, values, raw)
                     else:
-                        yield _uneven_row(number, record, header, pairs, keep_raw)
+                        yield _uneven_row(number, record, header, pairs, keep_raw, drop_empty)
                 return
             except csv.Error as exc:
                 # csv drops the rest of the offending line and carries on with the next one.

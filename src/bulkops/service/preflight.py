@@ -24,12 +24,11 @@ async def _row_error(
     definition: OperationDefinition,
     raw: RawRow,
     metadata: Metadata | None,
-    empty_is_missing: bool,
 ) -> str | None:
     if raw.error is not None or raw.values is None:
         return _row_message(raw.number, raw.error or "Row could not be read")
     try:
-        row = convert(definition.row_model, raw.values, empty_is_missing=empty_is_missing)
+        row = convert(definition.row_model, raw.values, empty_is_missing=False)
     except ValidationError as exc:
         return _row_message(raw.number, str(exc))
     if metadata is None or not definition.overrides_validate_row:
@@ -52,11 +51,17 @@ async def check_file(
     each prefixed with its row number). Row validation runs only with valid metadata."""
     errors: list[str] = []
     seen = 0
-    reader = read_rows(path, fmt, columns=definition.columns, required=definition.required_columns)
+    reader = read_rows(
+        path,
+        fmt,
+        columns=definition.columns,
+        required=definition.required_columns,
+        drop_empty=fmt is FileFormat.CSV,
+    )
     try:
         for raw in reader:
             seen += 1
-            message = await _row_error(definition, raw, metadata, fmt is FileFormat.CSV)
+            message = await _row_error(definition, raw, metadata)
             if message is not None:
                 errors.append(message)
             if seen >= PREVIEW_ROWS or len(errors) >= MAX_FILE_ERRORS:
