@@ -9,7 +9,7 @@ import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
@@ -31,6 +31,9 @@ from bulkops.service.retry import RetryService
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
 from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowStore
+
+if TYPE_CHECKING:
+    from bulkops.storage.sql import Database
 
 log = logging.getLogger("bulkops")
 
@@ -70,7 +73,7 @@ class Runtime:
     signal_requests: SignalUseCase
     exports: ExportService
     retries: RetryService
-    _database: object | None = None
+    _database: Database | None = None
 
     @classmethod
     async def open(
@@ -193,6 +196,5 @@ class Runtime:
     async def close(self) -> None:
         """Drain processing, then close storage."""
         await self.scheduler.stop()
-        close = getattr(self._database, "close", None)
-        if close is not None:
-            await close()
+        if self._database is not None:
+            await self._database.close()
