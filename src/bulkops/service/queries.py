@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from bulkops.errors import NotFound
@@ -81,17 +82,13 @@ class QueryService:
         row_number: int | None = None,
     ) -> Page[RowRecord]:
         """Failed rows; an unknown ``error_type`` is ignored."""
-        await self.get(operation_id)
-        page, size = clamp_paging(page, page_size)
-        return await self._rows.page(
-            RowQuery(
-                operation_id=operation_id,
-                page=page,
-                page_size=size,
-                failed_only=True,
-                error_type=ErrorType.parse(error_type) if error_type else None,
-                row_number=row_number,
-            )
+        return await self._page(
+            operation_id,
+            page,
+            page_size,
+            failed_only=True,
+            error_type=ErrorType.parse(error_type) if error_type else None,
+            row_number=row_number,
         )
 
     async def rows(
@@ -104,17 +101,25 @@ class QueryService:
         step_name: str | None = None,
     ) -> Page[RowRecord]:
         """Per-row progress; an unknown ``state`` is ignored."""
-        await self.get(operation_id)
-        page, size = clamp_paging(page, page_size)
-        return await self._rows.page(
-            RowQuery(
-                operation_id=operation_id,
-                page=page,
-                page_size=size,
-                state=RowState.parse(state) if state else None,
-                step_name=step_name or None,
-            )
+        return await self._page(
+            operation_id,
+            page,
+            page_size,
+            state=RowState.parse(state) if state else None,
+            step_name=step_name or None,
         )
+
+    async def _page(
+        self,
+        operation_id: UUID,
+        page: int | None,
+        page_size: int | None,
+        **filters: Any,
+    ) -> Page[RowRecord]:
+        await self.get(operation_id)  # NotFound for an unknown operation
+        number, size = clamp_paging(page, page_size)
+        query = RowQuery(operation_id=operation_id, page=number, page_size=size, **filters)
+        return await self._rows.page(query)
 
     async def file(self, operation_id: UUID) -> tuple[OperationRecord, AsyncIterator[bytes]]:
         """The record and a stream of the original file's bytes."""
