@@ -1,4 +1,4 @@
-"""The user's side: upload a file over HTTP, then poll its status until it is final."""
+"""The user's side: upload a file over HTTP, poll its status until it is final, export it."""
 
 from __future__ import annotations
 
@@ -29,6 +29,16 @@ class Sample:
     seconds: float
     processed: int
     rss: int
+
+
+@dataclass(frozen=True)
+class Download:
+    """One streamed export: its size, its lines, and the time from request to last byte."""
+
+    size: int  # bytes
+    lines: int
+    seconds: float
+    first_byte_seconds: float
 
 
 @dataclass
@@ -80,18 +90,20 @@ def run_to_end(
     on_uploaded: Callable[[str], None] | None = None,
     profiler: Profiler | None = None,
     timeout: float = RUN_TIMEOUT,
+    operation: str = BENCH_ROWS,
 ) -> Run:
     """Upload ``path`` and poll until a final status, sampling the service's RSS each poll.
 
     ``on_uploaded`` is called with the operation id as soon as the upload is answered; the
-    ``profiler`` runs from just before the upload to the final status.
+    ``profiler`` runs from just before the upload to the final status. ``operation`` names
+    the operation to create (``bench-rows`` unless said).
     """
     with httpx.Client() as client:
         cpu_before = service.cpu()
         if profiler is not None:
             profiler.start(service.pid)
         start = time.perf_counter()
-        operation_id = upload(client, service.url, path)
+        operation_id = upload(client, service.url, path, operation)
         uploaded = time.perf_counter() - start
         if on_uploaded is not None:
             on_uploaded(operation_id)
@@ -118,3 +130,26 @@ def run_to_end(
             peak_rss=service.peak_rss(),
             samples=samples,
         )
+
+
+def download_export(
+    client: httpx.Client, url: str, operation_id: str, params: dict[str, str]
+) -> Download:
+    """Stream ``GET /api/bulks/{id}/export`` to the end, counting bytes and lines as they
+    come; the body is never held."""
+    size = lines = 0
+    first_byte: float | None = None
+    start = time.perf_counter()
+    with client.stream(
+        "GET", f"{url}/api/bulks/{operation_id}/export", params=params, timeout=UPLOAD_TIMEOUT
+    ) as response:
+        if response.status_code != 200:
+            response.read()
+            raise ServiceError(f"export answered {response.status_code}: {response.text[:500]}")
+        for chunk in response.iter_bytes():
+            if first_byte is None:
+                first_byte = time.perf_counter() - start
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+    seconds = time.perf_counter() - start
+    return Download(size, lines, seconds, seconds if first_byte is None else first_byte)

@@ -6,12 +6,13 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 
 from benchmarks.client import Run, run_to_end
-from benchmarks.inputs import InputFiles, ensure_inputs, ensure_sized_csv
+from benchmarks.inputs import InputFiles, ensure_csv, ensure_inputs, ensure_sized_csv
 from benchmarks.provenance import newest_source_change
 from benchmarks.reference import ReferenceResult, measure
 from benchmarks.service import Service
@@ -22,7 +23,9 @@ class Sizes:
     """How big one mode's inputs are."""
 
     name: str
-    rows: int  # scenarios 1, 2, 3 and 6
+    rows: int  # scenarios 1, 2, 3, 6 and 7
+    pipeline_rows: int  # scenario 4
+    signal_rows: int  # scenario 5
     poll_seconds: float  # scenario 6
     upload_bytes: int  # scenario 8
 
@@ -32,14 +35,33 @@ class Sizes:
         return max(1, self.rows // 10)
 
 
-FULL = Sizes("full", rows=1_000_000, poll_seconds=10.0, upload_bytes=50_000_000)
-QUICK = Sizes("quick", rows=20_000, poll_seconds=2.0, upload_bytes=5_000_000)
+FULL = Sizes(
+    "full",
+    rows=1_000_000,
+    pipeline_rows=20_000,
+    signal_rows=1_000,
+    poll_seconds=10.0,
+    upload_bytes=50_000_000,
+)
+QUICK = Sizes(
+    "quick",
+    rows=20_000,
+    pipeline_rows=2_000,
+    signal_rows=200,
+    poll_seconds=2.0,
+    upload_bytes=5_000_000,
+)
 
 
 @dataclass
 class Context:
     """Inputs are generated once per run; the reference and the plain CSV run are measured
-    once and reused by the scenarios that need them."""
+    once and reused by the scenarios that need them.
+
+    The service of a plain run is kept running until the context is closed (use it as a
+    context manager), so a later scenario can work on the same operation in the same
+    process (scenario 7 exports scenario 1's operation).
+    """
 
     sizes: Sizes
     input_dir: Path
@@ -52,6 +74,8 @@ class Context:
     _inputs: InputFiles | None = None
     _references: dict[Path, ReferenceResult] = field(default_factory=dict)
     _runs: dict[Path, Run] = field(default_factory=dict)
+    _run_services: dict[Path, Service] = field(default_factory=dict)
+    _kept: ExitStack = field(default_factory=ExitStack)
 
     @property
     def inputs(self) -> InputFiles:
@@ -59,6 +83,10 @@ class Context:
         if self._inputs is None:
             self._inputs = ensure_inputs(self.input_dir, self.sizes.rows)
         return self._inputs
+
+    def csv_of(self, rows: int) -> Path:
+        """A CSV file of ``rows`` rows (the first ``rows`` people of the big one)."""
+        return ensure_csv(self.input_dir, rows)
 
     def sized_csv(self) -> Path:
         """A CSV file of at least ``sizes.upload_bytes`` bytes."""
@@ -77,9 +105,33 @@ class Context:
     def plain_run(self, path: Path) -> Run:
         """``path`` processed by a fresh service, unprofiled (measured once per run)."""
         if path not in self._runs:
-            with data_dir() as directory, Service(directory) as service:
+            with ExitStack() as stack:
+                directory = stack.enter_context(data_dir())
+                service = stack.enter_context(Service(directory))
                 self._runs[path] = run_to_end(service, path)
+                self._run_services[path] = service
+                self._kept.push(stack.pop_all())
         return self._runs[path]
+
+    def plain_run_service(self, path: Path) -> Service:
+        """The service, still running, that did ``plain_run(path)`` (doing it if needed)."""
+        self.plain_run(path)
+        return self._run_services[path]
+
+    def close(self) -> None:
+        """Stop the services kept from plain runs and remove their data."""
+        self._kept.close()
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 @contextmanager

@@ -62,13 +62,19 @@ def write_jsonl(path: Path, rows: int) -> Path:
     return path
 
 
-def ensure_inputs(directory: Path, rows: int) -> InputFiles:
-    """Generate (or reuse, when already there) the CSV and JSON Lines of ``rows`` rows."""
+def ensure_csv(directory: Path, rows: int) -> Path:
+    """Generate (or reuse, when already there) the CSV file of ``rows`` rows."""
     directory.mkdir(parents=True, exist_ok=True)
     csv_path = directory / f"people-v{VERSION}-{rows}.csv"
-    jsonl_path = directory / f"people-v{VERSION}-{rows}.jsonl"
     if not csv_path.exists():
         write_csv(csv_path.with_suffix(".tmp"), rows).rename(csv_path)
+    return csv_path
+
+
+def ensure_inputs(directory: Path, rows: int) -> InputFiles:
+    """Generate (or reuse, when already there) the CSV and JSON Lines of ``rows`` rows."""
+    csv_path = ensure_csv(directory, rows)
+    jsonl_path = directory / f"people-v{VERSION}-{rows}.jsonl"
     if not jsonl_path.exists():
         write_jsonl(jsonl_path.with_suffix(".tmp"), rows).rename(jsonl_path)
     return InputFiles(rows=rows, csv=csv_path, jsonl=jsonl_path)

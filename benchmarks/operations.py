@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import date
+import asyncio
+from datetime import date, timedelta
 
 from pydantic import Field
 
 import bulkops as bo
 
 BENCH_ROWS = "bench-rows"
+BENCH_PIPELINE = "bench-pipeline"
+BENCH_SIGNALS = "bench-signals"
+STEP_SLEEP = 0.01  # seconds each step of bench-pipeline sleeps
+PIPELINE_STEPS = 3
 
 
 class BenchMeta(bo.Metadata):
@@ -32,4 +37,39 @@ class BenchRows(bo.RowOperation[BenchMeta, BenchRow]):
     """A row operation whose ``process_row`` is empty: the cost measured is bulkops' own."""
 
     async def process_row(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Nothing to do."""
+
+
+@bo.operation(BENCH_PIPELINE, description="Three steps that each sleep 10 ms")
+class BenchPipeline(bo.PipelineOperation[BenchMeta, BenchRow]):
+    """Scenario 4: a row spends 30 ms asleep, so the ideal is concurrency / 0.03 s rows/s."""
+
+    @bo.step("First", order=1)
+    async def first(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Sleep like an I/O call."""
+        await asyncio.sleep(STEP_SLEEP)
+
+    @bo.step("Second", order=2)
+    async def second(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Sleep like an I/O call."""
+        await asyncio.sleep(STEP_SLEEP)
+
+    @bo.step("Third", order=3)
+    async def third(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Sleep like an I/O call."""
+        await asyncio.sleep(STEP_SLEEP)
+
+
+@bo.operation(BENCH_SIGNALS, description="Every row waits for a signal keyed by its email")
+class BenchSignals(bo.PipelineOperation[BenchMeta, BenchRow]):
+    """Scenario 5: the emails are unique, so each signal completes exactly one row."""
+
+    @bo.signal_step(
+        "Approve", order=1, key=lambda row, md: row.email, timeout=timedelta(minutes=10)
+    )
+    async def approve(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Nothing to start: the row just waits."""
+
+    @bo.step("Done", order=2)
+    async def done(self, row: BenchRow, metadata: BenchMeta) -> None:
         """Nothing to do."""

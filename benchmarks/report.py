@@ -152,6 +152,8 @@ def document(
         },
         "sizes": {
             "rows": context.sizes.rows,
+            "pipelineRows": context.sizes.pipeline_rows,
+            "signalRows": context.sizes.signal_rows,
             "checkpointRows": context.sizes.checkpoint_rows,
             "pollSeconds": context.sizes.poll_seconds,
             "uploadBytes": context.sizes.upload_bytes,

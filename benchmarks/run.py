@@ -66,14 +66,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     started, clock = report.now(), time.perf_counter()
     outcomes = []
-    for scenario in SCENARIOS:
-        if args.only and scenario.number not in args.only:
-            continue
-        print(f"scenario {scenario.number}: {scenario.title_for(sizes)} ...", flush=True)
-        begun = time.perf_counter()
-        result = scenario.run(context)
-        outcomes.append(report.Outcome(scenario, result, time.perf_counter() - begun))
-        print(f"  {result.verdict} in {time.perf_counter() - begun:.1f} s", flush=True)
+    with context:  # stops the services kept from plain runs
+        for scenario in SCENARIOS:
+            if args.only and scenario.number not in args.only:
+                continue
+            print(f"scenario {scenario.number}: {scenario.title_for(sizes)} ...", flush=True)
+            begun = time.perf_counter()
+            result = scenario.run(context)
+            outcomes.append(report.Outcome(scenario, result, time.perf_counter() - begun))
+            print(f"  {result.verdict} in {time.perf_counter() - begun:.1f} s", flush=True)
     elapsed = time.perf_counter() - clock
     print()
     print(report.header(context, started))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import csv
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,9 +12,10 @@ from typing import Any
 
 import httpx
 
-from benchmarks import load
-from benchmarks.client import Run, run_to_end, upload
+from benchmarks import load, signalling
+from benchmarks.client import Run, download_export, run_to_end, upload
 from benchmarks.context import Context, Sizes, data_dir
+from benchmarks.operations import BENCH_PIPELINE, BENCH_SIGNALS, PIPELINE_STEPS, STEP_SLEEP
 from benchmarks.procfs import MB, RssSampler, reset_peak_rss
 from benchmarks.profilers import make_profiler
 from benchmarks.results import Figure, Result, at_least, at_most
@@ -21,20 +23,29 @@ from benchmarks.service import Service
 
 Measure = Callable[[Context], Result]
 
+PIPELINE_CONCURRENCY = 100  # scenario 4
+SIGNAL_CONCURRENCY = 1000  # scenario 5: every row holds a slot while it waits
+MS = 1000.0
+
 
 @dataclass(frozen=True)
 class Scenario:
     """One row of the scenario table. ``measure`` is None until the feature exists."""
 
     number: int
-    title: str  # may name {rows} and {upload_mb}, filled in from the mode's sizes
+    title: str  # may name {rows}, {pipeline_rows}, {signal_rows} and {upload_mb} (mode's sizes)
     target: str
     measure: Measure | None = None
     todo: str | None = None
 
     def title_for(self, sizes: Sizes) -> str:
         """The title with this mode's sizes."""
-        return self.title.format(rows=f"{sizes.rows:,}", upload_mb=sizes.upload_bytes // MB)
+        return self.title.format(
+            rows=f"{sizes.rows:,}",
+            pipeline_rows=f"{sizes.pipeline_rows:,}",
+            signal_rows=f"{sizes.signal_rows:,}",
+            upload_mb=sizes.upload_bytes // MB,
+        )
 
     def run(self, context: Context) -> Result:
         """Measure, or SKIP with the reason; a failure becomes an ERROR result."""
@@ -228,6 +239,141 @@ def upload_speed(context: Context) -> Result:
     return result
 
 
+def pipeline_throughput(context: Context) -> Result:
+    """Scenario 4: three steps that each sleep 10 ms, 100 rows at a time."""
+    rows = context.sizes.pipeline_rows
+    path = context.csv_of(rows)
+    with (
+        data_dir() as directory,
+        Service(directory, max_row_concurrency=PIPELINE_CONCURRENCY) as service,
+    ):
+        run = run_to_end(service, path, operation=BENCH_PIPELINE)
+    _check_complete(run, rows)
+    ideal = PIPELINE_CONCURRENCY / (PIPELINE_STEPS * STEP_SLEEP)
+    share = run.rows_per_second / ideal
+    result = Result(figures=_run_figures(run))
+    result.figures["max_row_concurrency"] = PIPELINE_CONCURRENCY
+    result.figures["ideal_rows_per_s"] = round(ideal, 1)
+    result.figures["share_of_ideal"] = round(share, 3)
+    result.notes.append(
+        f"ideal = {PIPELINE_CONCURRENCY} rows at a time / ({PIPELINE_STEPS} x {STEP_SLEEP} s)"
+    )
+    result.ratios["throughput_vs_ideal"] = share
+    result.checks.append(at_least("share of ideal rows/s", share * 100, 80, "%"))
+    return result
+
+
+def _emails(path: Path) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return [record["email"] for record in csv.DictReader(fh)]
+
+
+def signal_throughput(context: Context) -> Result:
+    """Scenario 5: every row waits at a signal step; 20 connections signal them all."""
+    rows = context.sizes.signal_rows
+    path = context.csv_of(rows)
+    keys = _emails(path)  # the signal key of bench-signals: unique per row
+    with (
+        data_dir() as directory,
+        Service(directory, max_row_concurrency=SIGNAL_CONCURRENCY) as service,
+        httpx.Client() as client,
+    ):
+        operation_id = upload(client, service.url, path, BENCH_SIGNALS)
+        waited = signalling.wait_until_waiting(client, service.url, operation_id, rows)
+        cpu_before = service.cpu()
+        run = asyncio.run(signalling.signal_all(service.url, operation_id, keys))
+        cpu = service.cpu() - cpu_before
+        if run.completion_delay is None:
+            client.post(f"{service.url}/api/bulks/{operation_id}/cancel")
+    answers = run.answers
+    result = Result(
+        figures={
+            "rows": rows,
+            "connections": signalling.CONNECTIONS,
+            "max_row_concurrency": SIGNAL_CONCURRENCY,
+            "all_waiting_after_s": round(waited, 3),
+            "signals_accepted": run.accepted,
+            "errors": answers.errors,
+            "signalling_s": round(answers.seconds, 3),
+            "signals_per_s": round(run.signals_per_second, 1),
+            "signal_p50_ms": round(answers.percentile(50) * MS, 2),
+            "signal_p99_ms": round(answers.percentile(99) * MS, 2),
+            "signal_max_ms": round(max(answers.latencies, default=0.0) * MS, 2),
+            "service_cpu_s": round(cpu.process, 2),
+            "main_thread_cpu_s": round(cpu.main_thread, 2),
+        },
+        notes=[
+            "Clock from the first POST to the last 200 answer; the completion delay runs "
+            "from that answer to the first status poll (every 20 ms) that sees a final status.",
+            "CPU figures: from just before the connections open to the final status.",
+            *([f"first errors: {answers.error_samples}"] if answers.error_samples else []),
+        ],
+    )
+    result.checks.append(at_least("signals accepted per second", run.signals_per_second, 500))
+    result.checks.append(at_most("signal errors", answers.errors, 0))
+    if run.completion_delay is None:
+        result.notes.append("Not every row was signalled: the operation was cancelled.")
+        return result
+    status = run.status
+    if status.get("status") != "Completed" or status.get("processedRows") != rows:
+        raise RuntimeError(f"expected {rows:,} rows Completed after the signals, got {status}")
+    result.figures["completion_delay_s"] = round(run.completion_delay, 3)
+    result.figures["status_polls_after_last_signal"] = run.status_polls
+    result.checks.append(at_most("last row done after last signal", run.completion_delay, 1.0, "s"))
+    return result
+
+
+def export_report(context: Context) -> Result:
+    """Scenario 7: stream the report of scenario 1's operation as CSV, from its service."""
+    path = context.inputs.csv
+    rows = context.sizes.rows
+    reference = context.reference(path)
+    run = context.plain_run(path)
+    _check_complete(run, rows)
+    service = context.plain_run_service(path)
+    params = {"mode": "report", "format": "csv"}
+    with httpx.Client() as client:
+        rss_before = service.rss()
+        hwm_reset = reset_peak_rss(service.pid)
+        sampler = RssSampler(service.pid, interval=0.01)
+        cpu_before = service.cpu()
+        sampler.start()
+        download = download_export(client, service.url, run.operation_id, params)
+        sampled_peak = sampler.stop()
+        cpu = service.cpu() - cpu_before
+        peak = service.peak_rss() if hwm_reset else sampled_peak
+    if download.lines != rows + 1:
+        raise RuntimeError(f"expected a header and {rows:,} lines, got {download.lines:,}")
+    rate = rows / download.seconds
+    ratio = rate / reference.rows_per_second
+    result = Result(
+        figures={
+            "rows": rows,
+            "export_mb": round(download.size / MB, 1),
+            "export_s": round(download.seconds, 3),
+            "first_byte_s": round(download.first_byte_seconds, 3),
+            "rows_per_s": round(rate, 1),
+            "mb_per_s": round(download.size / MB / download.seconds, 1),
+            "service_cpu_s": round(cpu.process, 2),
+            "main_thread_cpu_s": round(cpu.main_thread, 2),
+            "other_threads_cpu_s": round(cpu.other_threads, 2),
+            "rss_before_mb": round(rss_before / MB, 1),
+            "peak_rss_mb": round(peak / MB, 1),
+            "peak_source": "VmHWM reset before export" if hwm_reset else "sampled VmRSS",
+            "sampled_peak_mb": round(sampled_peak / MB, 1),
+            "reference_rows_per_s": round(reference.rows_per_second, 1),
+        },
+        notes=[
+            "Scenario 1's operation, exported by the service process that ran it "
+            "(a fresh run first when scenario 1 was not run)."
+        ],
+    )
+    result.ratios["throughput_vs_reference"] = ratio
+    result.checks.append(at_least("throughput vs reference", ratio, 0.5, "x"))
+    result.checks.append(at_most("peak RSS", peak / MB, 300, "MB"))
+    return result
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         1,
@@ -242,21 +388,17 @@ SCENARIOS: tuple[Scenario, ...] = (
         csv_memory,
     ),
     Scenario(3, "{rows}-row JSON Lines", "throughput >= 0.5 x reference", jsonl_throughput),
-    # TODO(issue 5): 20,000-row pipeline, 3 steps of asyncio.sleep(0.01), MaxRowConcurrency
-    # 100; target >= 80% of 3,333 rows/s. Add one measure function once pipelines exist.
     Scenario(
         4,
-        "20,000-row pipeline, 3 sleeping steps, concurrency 100",
+        "{pipeline_rows}-row pipeline, 3 sleeping steps, concurrency 100",
         ">= 80% of 3,333 rows/s",
-        todo="needs pipelines",
+        pipeline_throughput,
     ),
-    # TODO(issue 5): 1,000 rows waiting at a signal step, signalled over HTTP by 20
-    # concurrent connections; targets >= 500 signals/s, last row done <= 1 s after.
     Scenario(
         5,
-        "1,000 rows at a signal step, signalled by 20 connections",
+        "{signal_rows} rows at a signal step, signalled by 20 connections",
         ">= 500 signals/s; last row <= 1 s after last signal",
-        todo="needs signals",
+        signal_throughput,
     ),
     Scenario(
         6,
@@ -264,13 +406,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         "p99 latency <= 50 ms, no errors",
         status_latency,
     ),
-    # TODO(issue 5): export (report, CSV) of the 1,000,000-row operation; targets >= 0.5 x
-    # reference throughput and peak RSS <= 300 MB.
     Scenario(
         7,
         "Export (report, CSV) of the {rows}-row operation",
         ">= 0.5 x reference; peak RSS <= 300 MB",
-        todo="needs export",
+        export_report,
     ),
     Scenario(
         8,
