@@ -15,7 +15,7 @@ from bulkops.definition.operation import OperationBase, OperationDefinition, Ste
 from bulkops.definition.steps import StepKind
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.rows import RowBasics
-from bulkops.engine.signals import SignalHub, scoped_key
+from bulkops.engine.signals import SignalHub, SignalWatch, scoped_key
 from bulkops.formats import RawRow
 from bulkops.storage.ports import RowStore
 from bulkops.storage.records import ProgressDelta, RowRecord, StepState, WaitOutcome
@@ -83,7 +83,7 @@ class PipelineRunner(RowBasics):
         super().__init__(*args, **kwargs)
         self._rows = rows
         self._hub = hub
-        self._signal_poll_interval = signal_poll_interval
+        self._watch = SignalWatch(rows, hub, self.operation_id, interval=signal_poll_interval)
         self._retry_delay = retry_delay
         self._steps = bind_steps(self.definition, self.instance)
 
@@ -227,23 +227,17 @@ class PipelineRunner(RowBasics):
         future: asyncio.Future[RowRecord],
     ) -> Failure | None:
         state = record.steps[step.index]
+        self._watch.watch(key, record.row_number)  # a signal recorded by another process
         try:
             while True:
                 left = self._deadline_left(step, state)
                 if left is not None and left <= 0:
                     return await self._time_out(record, step, key)
-                pause = (
-                    self._signal_poll_interval
-                    if left is None
-                    else min(left, self._signal_poll_interval)
-                )
-                await asyncio.wait({future}, timeout=pause)
+                await asyncio.wait({future}, timeout=left)
                 if future.done():
                     return await self._follow(record, step, future.result())
-                stored = await self._stored(record)
-                if not _still_waiting(stored, key):
-                    return await self._follow(record, step, stored)
         finally:
+            self._watch.unwatch(key)
             self._hub.unregister(key)
 
     async def _time_out(self, record: RowRecord, step: StepDefinition, key: str) -> Failure | None:
@@ -293,11 +287,3 @@ class PipelineRunner(RowBasics):
                 return ErrorType.TIMEOUT, _timeout_message(step)
             pause = step.poll_interval if left is None else min(left, step.poll_interval)
             await asyncio.sleep(pause)
-
-
-def _still_waiting(stored: RowRecord | None, key: str) -> bool:
-    return (
-        stored is not None
-        and stored.state is RowState.WAITING_FOR_COMPLETION
-        and stored.signal_key == key
-    )

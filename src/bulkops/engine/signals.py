@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from bulkops.clock import utcnow
+from bulkops.errors import StorageError
 from bulkops.storage.ports import RowStore
-from bulkops.storage.records import RowRecord, WaitOutcome
+from bulkops.storage.records import RowQuery, RowRecord, WaitOutcome
 from bulkops.storage.states import ErrorType, RowState
 
 MAX_MESSAGE = 2000
@@ -130,3 +131,68 @@ class SignalService:
         """Fail the waiting step of the row with this FULL scoped key with ``message``;
         True when a waiting row was found and signalled."""
         return await self._by_full_key(key, False, message)
+
+
+class SignalWatch:
+    """Finds signals another process recorded for the rows of one operation waiting here.
+
+    One storage query per interval lists the operation's rows still waiting; a local
+    waiter whose row is no longer among them was signalled (or failed) elsewhere and is
+    woken with its stored record. However many rows wait, the cost is one query per
+    interval, not one per row.
+    """
+
+    def __init__(
+        self, rows: RowStore, hub: SignalHub, operation_id: UUID, *, interval: float
+    ) -> None:
+        self._rows = rows
+        self._hub = hub
+        self._operation_id = operation_id
+        self._interval = interval
+        self._keys: dict[str, int] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, key: str, row_number: int) -> None:
+        """Start watching a waiting row."""
+        self._keys[key] = row_number
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+
+    def unwatch(self, key: str) -> None:
+        """Stop watching (the wait ended)."""
+        self._keys.pop(key, None)
+
+    async def _still_waiting(self) -> set[str]:
+        keys: set[str] = set()
+        page = 1
+        while True:
+            batch = await self._rows.page(
+                RowQuery(
+                    operation_id=self._operation_id,
+                    page=page,
+                    page_size=1000,
+                    state=RowState.WAITING_FOR_COMPLETION,
+                )
+            )
+            keys.update(row.signal_key for row in batch.items if row.signal_key)
+            if not batch.has_next_page:
+                return keys
+            page += 1
+
+    async def _run(self) -> None:
+        while self._keys:
+            await asyncio.sleep(self._interval)
+            try:
+                waiting = await self._still_waiting()
+                for key, number in list(self._keys.items()):
+                    if key in waiting:
+                        continue
+                    stored = await self._rows.get_row(self._operation_id, number)
+                    ended = stored is not None and (
+                        stored.state is not RowState.WAITING_FOR_COMPLETION
+                        or stored.signal_key != key
+                    )
+                    if ended and stored is not None and self._hub.wake(key, stored):
+                        self._keys.pop(key, None)
+            except StorageError:
+                continue  # a transient outage; the next round looks again

@@ -32,12 +32,13 @@ class SignalUseCase:
         """
         if not succeeded and (not isinstance(error_message, str) or not error_message.strip()):
             raise BadRequest("errorMessage must be a non-empty string")
-        if await self._operations.get(operation_id) is None:
-            raise NotFound(f"Operation {operation_id} not found")
         message = error_message if isinstance(error_message, str) else None
         result = await self._signals.signal_user_key(
             operation_id, user_key, succeeded=succeeded, message=message
         )
-        if result is None:
-            raise NotFound(f"No row of operation {operation_id} is waiting for key {user_key!r}")
-        return result
+        if result is not None:
+            return result
+        # Only now tell an unknown operation from one with no row waiting for the key.
+        if await self._operations.get(operation_id) is None:
+            raise NotFound(f"Operation {operation_id} not found")
+        raise NotFound(f"No row of operation {operation_id} is waiting for key {user_key!r}")

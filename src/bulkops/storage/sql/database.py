@@ -9,6 +9,7 @@ which SQLite cannot wait for (it fails at once with "database is locked").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -202,6 +203,20 @@ class Database:
         self._engine = engine
         self._closed = False
         self._writer = _SqliteWriter(sqlite_path) if sqlite_path else None
+        # SQLite lets one connection write at a time and makes the others sleep in its busy
+        # handler (backing off up to 100 ms). Writers of this process queue here instead;
+        # the busy timeout is left for other processes.
+        self._write_lock: asyncio.Lock | None = None
+
+    @asynccontextmanager
+    async def _local_write_turn(self) -> AsyncIterator[None]:
+        if self._writer is None:  # PostgreSQL locks rows, not the database
+            yield
+            return
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        async with self._write_lock:
+            yield
 
     @classmethod
     def from_url(cls, url: str, *, echo: bool = False) -> Database:
@@ -226,7 +241,8 @@ class Database:
         if self._closed or self._writer is None:
             raise StorageError("the database is closed")
         try:
-            return await self._writer.run(work)
+            async with self._local_write_turn():
+                return await self._writer.run(work)
         except DRIVER_ERRORS as exc:
             raise storage_error("database write", exc) from exc
 
@@ -255,7 +271,10 @@ class Database:
         if self._closed:
             raise StorageError("the database is closed")
         try:
-            async with self._engine.connect() as connection:
+            async with contextlib.AsyncExitStack() as stack:
+                if write:
+                    await stack.enter_async_context(self._local_write_turn())
+                connection = await stack.enter_async_context(self._engine.connect())
                 if write:
                     await connection.execution_options(**{WRITE_OPTION: True})
                 async with connection.begin():
