@@ -359,3 +359,28 @@ async def test_sql_save_refuses_naive_timestamps(
             await store.add(make_operation(created_at=naive))
     finally:
         await database.close()
+
+
+async def test_iterate_round_trips_every_field_of_rich_rows(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = await _running(stores, make_operation)
+    rows = [
+        _pipeline_row(op.id, 1),
+        make_row(op.id, 2, row_id=None),
+        make_row(
+            op.id,
+            3,
+            state=RowState.FAILED,
+            step_index=-1,
+            step_name="validation",
+            error_type=ErrorType.VALIDATION,
+            error_message="age: bad",
+            row_data={"age": "x", "note": None},
+        ),
+        _pipeline_row(op.id, 4),
+    ]
+    await stores.rows.save(op.id, rows, ProgressDelta())
+    assert [r async for r in stores.rows.iterate(op.id, batch_size=3)] == rows
+    waiting = stores.rows.iterate(op.id, state=RowState.WAITING_FOR_COMPLETION)
+    assert [r async for r in waiting] == [rows[0], rows[3]]

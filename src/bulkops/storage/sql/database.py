@@ -139,8 +139,9 @@ def engine_arguments(url: URL) -> dict[str, Any]:
     return {"pool_pre_ping": True}
 
 
-class _SqliteWriter:
-    """One plain sqlite3 connection on one thread, for the hot write path.
+class _SqliteThread:
+    """One plain sqlite3 connection on one thread, for the hot paths (batch writes, and
+    reading row records in batches).
 
     Each aiosqlite statement is a round trip that waits for a turn of the event loop, and
     a batch write is about ten of them; while rows are being processed those turns come
@@ -148,8 +149,9 @@ class _SqliteWriter:
     one hop to the thread, and SQLite works outside the interpreter lock meanwhile.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, write: bool) -> None:
         self._path = path
+        self._begin = "BEGIN IMMEDIATE" if write else "BEGIN"
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bulkops-sqlite")
         self._connection: sqlite3.Connection | None = None
 
@@ -168,7 +170,7 @@ class _SqliteWriter:
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         connection = self._connect()
-        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(self._begin)
         try:
             result = work(connection)
         except BaseException:
@@ -202,7 +204,8 @@ class Database:
     def __init__(self, engine: AsyncEngine, sqlite_path: str | None = None) -> None:
         self._engine = engine
         self._closed = False
-        self._writer = _SqliteWriter(sqlite_path) if sqlite_path else None
+        self._writer = _SqliteThread(sqlite_path, write=True) if sqlite_path else None
+        self._reader = _SqliteThread(sqlite_path, write=False) if sqlite_path else None
         # SQLite lets one connection write at a time and makes the others sleep in its busy
         # handler (backing off up to 100 ms). Writers of this process queue here instead;
         # the busy timeout is left for other processes.
@@ -227,6 +230,15 @@ class Database:
             configure_sqlite(engine.sync_engine)
             return cls(engine, sqlite_path=parsed.database)
         return cls(engine)
+
+    async def read_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one read transaction on the SQLite reader thread."""
+        if self._closed or self._reader is None:
+            raise StorageError("the database is closed")
+        try:
+            return await self._reader.run(work)
+        except DRIVER_ERRORS as exc:
+            raise storage_error("database read", exc) from exc
 
     @property
     def has_sqlite_writer(self) -> bool:
@@ -288,8 +300,9 @@ class Database:
             return
         self._closed = True
         try:
-            if self._writer is not None:
-                await self._writer.close()
+            for thread in (self._writer, self._reader):
+                if thread is not None:
+                    await thread.close()
             await self._engine.dispose()
         except DRIVER_ERRORS as exc:
             raise StorageError(f"closing the database failed: {describe_error(exc)}") from exc

@@ -38,6 +38,7 @@ from bulkops.storage.sql.bulk import (
     split_plain_runs,
 )
 from bulkops.storage.sql.database import Database
+from bulkops.storage.sql.fastread import batch_reader
 from bulkops.storage.sql.operations import check_paging
 from bulkops.storage.sql.schema import operations, row_records
 from bulkops.storage.states import OperationStatus, RowState
@@ -222,6 +223,17 @@ class RowMethods:
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if self._db.has_sqlite_writer:
+            after = 0
+            while True:
+                records = await self._db.read_sqlite(
+                    batch_reader(operation_id, after, batch_size, state)
+                )
+                for record in records:
+                    yield record
+                if len(records) < batch_size:
+                    return
+                after = records[-1].row_number
         r = row_records.c
         base: Select[Any] = (
             select(row_records)
