@@ -27,8 +27,8 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("parsing", "file reading and parsing (bulkops.formats)", ("/bulkops/formats/",)),
     (
         "validation",
-        "row validation (bulkops convert + pydantic model_validate)",
-        ("/bulkops/definition/conversion.py",),
+        "row validation (pydantic model_validate, bulkops convert)",
+        ("/bulkops/definition/conversion.py", "/pydantic/"),
     ),
     (
         "storage",
@@ -122,8 +122,15 @@ def family_of_path(path: str) -> str | None:
     return None
 
 
+# Builtins have no file; pydantic's compiled validator is the one that matters here.
+_BUILTIN_FAMILIES = (("validate_python", "validation"),)
+
+
 def family_of(func: Func) -> str | None:
-    """The family a cProfile function entry belongs to by its file, or None."""
+    """The family a cProfile function entry belongs to by its file (or, for a builtin, by
+    its name), or None."""
+    if func[0] == "~":
+        return next((family for name, family in _BUILTIN_FAMILIES if name in func[2]), None)
     return family_of_path(func[0])
 
 
