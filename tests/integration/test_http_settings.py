@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.integration.conftest import ClientFactory, create_ok, wait_status
+from tests.integration.conftest import ClientFactory, create_ok, runtime_of, wait_status
 
 
 async def test_cors_allows_listed_origins_with_credentials(make_client: ClientFactory) -> None:
@@ -36,3 +36,16 @@ async def test_openapi_can_be_turned_off(make_client: ClientFactory) -> None:
     client = await make_client(openapi_enabled=False)
     response = await client.get("/openapi/v1.json")
     assert response.status_code == 404 and "error" in response.json()
+
+
+async def test_storage_outage_is_503_and_not_ready(make_client: ClientFactory) -> None:
+    client = await make_client()
+    database = runtime_of(client)._database
+    assert database is not None
+    await database.close()  # the database is gone from under the running app
+    listing = await client.get("/api/bulks")
+    assert listing.status_code == 503
+    assert listing.json() == {"error": "Storage is unavailable; try again later"}
+    ready = await client.get("/health/ready")
+    assert ready.status_code == 503 and ready.json()["status"] == "Unhealthy"
+    assert (await client.get("/health/live")).status_code == 200
