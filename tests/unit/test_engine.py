@@ -185,3 +185,19 @@ async def test_held_operations_get_heartbeats(stores: Stores) -> None:
     gate.set()
     await worker.wait_idle()
     await worker.stop()
+
+
+async def test_operations_this_worker_does_not_serve_are_left_for_others(
+    stores: Stores,
+) -> None:
+    foreign = await add_operation(stores, rows=2, operation_name="served-elsewhere")
+    mine = await add_operation(stores, rows=2)
+    worker = scheduler(stores, "w1")
+    await worker.start()
+    await worker.wait_idle()
+    await worker.stop()
+    untouched = await stores.operations.get(foreign.id)
+    assert untouched is not None
+    assert (untouched.status, untouched.worker_id) == (OperationStatus.PENDING, None)
+    done = await stores.operations.get(mine.id)
+    assert done is not None and done.status is OperationStatus.COMPLETED

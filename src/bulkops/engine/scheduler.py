@@ -164,6 +164,10 @@ class WorkScheduler:
         record = await self._operations.get(operation_id)
         if record is None or record.status not in CLAIMABLE_STATUSES:
             return
+        if record.operation_name not in self._processor.registry:
+            # Another worker sharing this storage may serve it: leave it to that one.
+            log.debug("Skipping %s: %r is not registered here", record.id, record.operation_name)
+            return
         now = utcnow()
         claimed = await self._operations.claim(operation_id, record.version, self._worker_id, now)
         if claimed is None:
