@@ -77,7 +77,7 @@ def with_settings_flags(
             try:
                 settings = Settings(**overrides)
             except pydantic.ValidationError as exc:
-                typer.echo(f"Invalid settings: {exc}", err=True)
+                typer.echo(_settings_problems(exc), err=True)
                 raise typer.Exit(2) from None
             _configure_logging()
             try:
@@ -92,6 +92,20 @@ def with_settings_flags(
         return wrapper
 
     return decorate
+
+
+def _settings_problems(error: pydantic.ValidationError) -> str:
+    """One line per bad setting, naming its flag and environment variable."""
+    lines = ["Invalid settings:"]
+    for item in error.errors(include_url=False):
+        message = str(item["msg"]).removeprefix("Value error, ")
+        field = str(item["loc"][0]) if item["loc"] else ""
+        if field:
+            flag = "--" + field.replace("_", "-")
+            lines.append(f"  {flag} / BULKOPS_{field.upper()}: {message}")
+        else:
+            lines.append(f"  {message}")
+    return "\n".join(lines)
 
 
 def _configure_logging() -> None:
