@@ -11,12 +11,14 @@ import json
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID
 
-from bulkops.storage.records import RowRecord, StepState
+from bulkops.storage.records import RowRecord, StepState, WaitOutcome, resolve_wait
+from bulkops.storage.sql.bulk import sqlite_timestamp
 from bulkops.storage.states import ErrorType, RowState
 
-_COLUMNS = (
+ROW_COLUMNS = (
     "row_number, state, row_id, step_index, step_name, error_type, error_message, "
     "retry_attempt, signal_key, row_data, steps, waiting_since, completed_at"
 )
@@ -38,24 +40,13 @@ def _timestamps() -> Callable[[str | None], datetime | None]:
     return parse
 
 
-def batch_reader(
-    operation_id: UUID, after: int, limit: int, state: RowState | None
-) -> Callable[[sqlite3.Connection], list[RowRecord]]:
-    """A function for the SQLite reader thread: the next ``limit`` row records of the
-    operation above row ``after`` (in ``state`` when given), by row number."""
-    sql = f"SELECT {_COLUMNS} FROM row_records WHERE operation_id = ? AND row_number > ?"
-    params: tuple[object, ...] = (str(operation_id), after)
-    if state is not None:
-        sql += " AND state = ?"
-        params += (state.value,)
-    sql += " ORDER BY row_number LIMIT ?"
-    params += (limit,)
+def row_decoder(operation_id: UUID) -> Callable[[Any], RowRecord]:
+    """Decode driver tuples of ``ROW_COLUMNS`` into row records of one operation."""
+    stamp = _timestamps()
+    loads = json.loads
 
-    def read(connection: sqlite3.Connection) -> list[RowRecord]:
-        stamp = _timestamps()
-        loads = json.loads
-        records = []
-        for (
+    def decode(values: Any) -> RowRecord:
+        (
             number,
             state_text,
             row_id,
@@ -69,25 +60,106 @@ def batch_reader(
             steps,
             waiting,
             completed,
-        ) in connection.execute(sql, params):
-            records.append(
-                RowRecord(
-                    operation_id=operation_id,
-                    row_number=number,
-                    state=_STATES[state_text],
-                    row_id=row_id,
-                    step_index=step_index,
-                    step_name=step_name,
-                    error_type=None if error_text is None else _ERRORS[error_text],
-                    error_message=message,
-                    retry_attempt=attempt,
-                    signal_key=key,
-                    row_data=None if data is None else loads(data),
-                    steps=[StepState.from_json(s) for s in loads(steps)] if steps else [],
-                    waiting_since=stamp(waiting),
-                    completed_at=stamp(completed),
-                )
-            )
-        return records
+        ) = values
+        return RowRecord(
+            operation_id=operation_id,
+            row_number=number,
+            state=_STATES[state_text],
+            row_id=row_id,
+            step_index=step_index,
+            step_name=step_name,
+            error_type=None if error_text is None else _ERRORS[error_text],
+            error_message=message,
+            retry_attempt=attempt,
+            signal_key=key,
+            row_data=None if data is None else loads(data),
+            steps=[StepState.from_json(s) for s in loads(steps)] if steps else [],
+            waiting_since=stamp(waiting),
+            completed_at=stamp(completed),
+        )
+
+    return decode
+
+
+def batch_reader(
+    operation_id: UUID, after: int, limit: int, state: RowState | None
+) -> Callable[[sqlite3.Connection], list[RowRecord]]:
+    """A function for the SQLite reader thread: the next ``limit`` row records of the
+    operation above row ``after`` (in ``state`` when given), by row number."""
+    sql = f"SELECT {ROW_COLUMNS} FROM row_records WHERE operation_id = ? AND row_number > ?"
+    params: tuple[object, ...] = (str(operation_id), after)
+    if state is not None:
+        sql += " AND state = ?"
+        params += (state.value,)
+    sql += " ORDER BY row_number LIMIT ?"
+    params += (limit,)
+
+    def read(connection: sqlite3.Connection) -> list[RowRecord]:
+        decode = row_decoder(operation_id)
+        return [decode(values) for values in connection.execute(sql, params)]
 
     return read
+
+
+def waiting_finder(
+    operation_id: UUID, key_prefix: str
+) -> Callable[[sqlite3.Connection], RowRecord | None]:
+    """For the reader thread: ``RowStore.find_waiting`` in one hop."""
+    # The row number closes the key, so a user key that is a prefix of another ("a" and
+    # "a:b") never matches the other's rows; substr() keeps LIKE wildcards out of it.
+    sql = (
+        f"SELECT {ROW_COLUMNS} FROM row_records WHERE operation_id = ? AND state = ? "
+        "AND substr(signal_key, 1, ?) = ? AND signal_key = ? || row_number "
+        "ORDER BY waiting_since, row_number LIMIT 1"
+    )
+    params = (
+        str(operation_id),
+        RowState.WAITING_FOR_COMPLETION.value,
+        len(key_prefix),
+        key_prefix,
+        key_prefix,
+    )
+
+    def find(connection: sqlite3.Connection) -> RowRecord | None:
+        found = connection.execute(sql, params).fetchone()
+        return None if found is None else row_decoder(operation_id)(found)
+
+    return find
+
+
+def wait_resolver(
+    operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+) -> Callable[[sqlite3.Connection], RowRecord | None]:
+    """For the writer thread: ``RowStore.resolve_wait`` in one hop (inside the caller's
+    ``BEGIN IMMEDIATE``, so the read and the update cannot be split by another writer)."""
+    key_clause = "signal_key IS NULL" if signal_key is None else "signal_key = ?"
+    condition = f"operation_id = ? AND row_number = ? AND state = ? AND {key_clause}"
+    params: tuple[object, ...] = (
+        str(operation_id),
+        row_number,
+        RowState.WAITING_FOR_COMPLETION.value,
+    ) + (() if signal_key is None else (signal_key,))
+    select = f"SELECT {ROW_COLUMNS} FROM row_records WHERE {condition}"
+    update = (
+        "UPDATE row_records SET state = ?, step_index = ?, error_type = ?, error_message = ?, "
+        f"completed_at = ?, steps = ? WHERE {condition}"
+    )
+
+    def resolve(connection: sqlite3.Connection) -> RowRecord | None:
+        found = connection.execute(select, params).fetchone()
+        if found is None:
+            return None
+        resolved = resolve_wait(row_decoder(operation_id)(found), outcome)
+        steps = json.dumps([step.to_json() for step in resolved.steps]) if resolved.steps else None
+        values = (
+            resolved.state.value,
+            resolved.step_index,
+            None if resolved.error_type is None else resolved.error_type.value,
+            resolved.error_message,
+            sqlite_timestamp(resolved.completed_at),
+            steps,
+        )
+        connection.execute(update, values + params)
+        return resolved
+
+    return resolve

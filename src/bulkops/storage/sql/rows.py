@@ -38,7 +38,7 @@ from bulkops.storage.sql.bulk import (
     split_plain_runs,
 )
 from bulkops.storage.sql.database import Database
-from bulkops.storage.sql.fastread import batch_reader
+from bulkops.storage.sql.fastread import batch_reader, wait_resolver, waiting_finder
 from bulkops.storage.sql.operations import check_paging
 from bulkops.storage.sql.schema import operations, row_records
 from bulkops.storage.states import OperationStatus, RowState
@@ -256,6 +256,8 @@ class RowMethods:
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The first waiting row (by waiting time, then row number) with that key prefix."""
+        if self._db.has_sqlite_writer:
+            return await self._db.read_sqlite(waiting_finder(operation_id, key_prefix))
         r = row_records.c
         escaped = key_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         stmt = (
@@ -279,6 +281,9 @@ class RowMethods:
         self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
     ) -> RowRecord | None:
         """End a wait when the row still waits with that key; None otherwise."""
+        if self._db.has_sqlite_writer:
+            resolver = wait_resolver(operation_id, row_number, signal_key, outcome)
+            return await self._db.write_sqlite(resolver)
         r = row_records.c
         key_matches = r.signal_key.is_(None) if signal_key is None else r.signal_key == signal_key
         conditions = (
