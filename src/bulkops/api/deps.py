@@ -11,13 +11,15 @@ from bulkops.errors import NotFound
 from bulkops.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+# Plain async functions: FastAPI would run a sync dependency in a worker thread on every
+# request.
+async def get_runtime(request: Request) -> Runtime:
     """The runtime the app was started with."""
     runtime: Runtime = request.app.state.runtime
     return runtime
 
 
-def operation_id(id: str) -> uuid.UUID:
+async def operation_id(id: str) -> uuid.UUID:
     """The ``{id}`` path parameter: a GUID, else 404 (malformed ids name no operation)."""
     try:
         return uuid.UUID(id)

@@ -9,7 +9,6 @@ import logging
 from collections.abc import AsyncIterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
 
 from bulkops.clock import utcnow
 from bulkops.definition.conversion import convert
@@ -279,24 +278,32 @@ class OperationRun:
 
     async def _run_window(self, rows: RowBatches, runner: Runner) -> None:
         limit = self._config.max_row_concurrency
-        in_flight: set[asyncio.Task[Any]] = set()
+        in_flight: set[asyncio.Task[RowRecord]] = set()
+        # Finished tasks arrive here, so collecting one costs the same whether ten or a
+        # thousand rows are in flight (asyncio.wait walks them all every time).
+        finished: asyncio.Queue[asyncio.Task[RowRecord]] = asyncio.Queue()
         recorder = self._recorder
+
+        async def collect() -> None:
+            task = await finished.get()
+            while True:
+                in_flight.discard(task)
+                recorder.add(task.result())
+                if finished.empty():
+                    break
+                task = finished.get_nowait()
+            await self._flush_if_due()
+
         try:
             async for batch in rows:
                 for raw, existing in batch:
                     while len(in_flight) >= limit:
-                        done, in_flight = await asyncio.wait(
-                            in_flight, return_when=asyncio.FIRST_COMPLETED
-                        )
-                        for task in done:
-                            recorder.add(task.result())
-                        await self._flush_if_due()
-                    in_flight.add(asyncio.create_task(runner.run(raw, existing)))
+                        await collect()
+                    task = asyncio.create_task(runner.run(raw, existing))
+                    task.add_done_callback(finished.put_nowait)
+                    in_flight.add(task)
             while in_flight:
-                done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    recorder.add(task.result())
-                await self._flush_if_due()
+                await collect()
         finally:
             for task in in_flight:
                 task.cancel()
