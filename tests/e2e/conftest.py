@@ -143,7 +143,11 @@ def wait_terminal(url: str, operation_id: str, timeout: float = 30) -> dict[str,
 
     def done() -> bool:
         found.update(status_of(url, operation_id))
-        return found.get("status") in TERMINAL
+        if found.get("status") not in TERMINAL:
+            return False
+        # The feed is written just after the status: wait for the terminal event too.
+        events = httpx.get(f"{url}/api/bulks/{operation_id}/events?limit=1").json()
+        return bool(events) and events[-1]["type"] in ("Completed", "Failed", "Cancelled")
 
     wait_for(done, timeout=timeout, what=f"{operation_id} to finish")
     return found

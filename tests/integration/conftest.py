@@ -104,17 +104,31 @@ async def wait_status(
     *,
     timeout: float = 20.0,
 ) -> dict[str, Any]:
-    """Poll the status until it is one of ``statuses`` (default: terminal) or time runs out."""
+    """Poll the status until it is one of ``statuses`` (default: terminal) or time runs out.
+
+    For a terminal status it also waits for the operation's terminal event: the feed is
+    written just after the status, so a reader may briefly see the status first.
+    """
     wanted = statuses or TERMINAL
     deadline = time.monotonic() + timeout
     while True:
         response = await client.get(f"/api/bulks/{operation_id}/status")
         body: dict[str, Any] = response.json()
-        if body.get("status") in wanted:
+        if body.get("status") in wanted and (
+            body["status"] not in TERMINAL or await _terminal_event_seen(client, operation_id)
+        ):
             return body
         if time.monotonic() > deadline:
             raise AssertionError(f"status stayed {body} (wanted {wanted})")
         await asyncio.sleep(0.02)
+
+
+async def _terminal_event_seen(client: httpx.AsyncClient, operation_id: str) -> bool:
+    events = (await client.get(f"/api/bulks/{operation_id}/events?limit=1")).json()
+    return bool(events) and events[-1]["type"] in TERMINAL_EVENTS
+
+
+TERMINAL_EVENTS = {"Completed", "Failed", "Cancelled"}
 
 
 async def wait_until(

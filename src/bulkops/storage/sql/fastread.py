@@ -7,6 +7,7 @@ identical to what the column types in ``types.py`` produce; ``tests/contract`` c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Callable
@@ -14,9 +15,15 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from bulkops.storage.records import RowRecord, StepState, WaitOutcome, resolve_wait
+from bulkops.storage.records import (
+    OperationRecord,
+    RowRecord,
+    StepState,
+    WaitOutcome,
+    resolve_wait,
+)
 from bulkops.storage.sql.bulk import sqlite_timestamp
-from bulkops.storage.states import ErrorType, RowState
+from bulkops.storage.states import ErrorType, OperationStatus, RowState
 
 ROW_COLUMNS = (
     "row_number, state, row_id, step_index, step_name, error_type, error_message, "
@@ -163,3 +170,32 @@ def wait_resolver(
         return resolved
 
     return resolve
+
+
+_OPERATION_FIELDS = tuple(field.name for field in dataclasses.fields(OperationRecord))
+_OPERATION_TIMESTAMPS = ("created_at", "started_at", "completed_at", "heartbeat_at")
+_OPERATION_JSON = ("metadata", "notifications")
+_OPERATION_SQL = f"SELECT {', '.join(_OPERATION_FIELDS)} FROM operations WHERE id = ?"
+
+
+def operation_reader(operation_id: UUID) -> Callable[[sqlite3.Connection], OperationRecord | None]:
+    """For the reader thread: ``OperationStore.get`` in one hop (status polls, leases)."""
+
+    def read(connection: sqlite3.Connection) -> OperationRecord | None:
+        found = connection.execute(_OPERATION_SQL, (str(operation_id),)).fetchone()
+        if found is None:
+            return None
+        values: dict[str, Any] = dict(zip(_OPERATION_FIELDS, found, strict=True))
+        values["id"] = operation_id
+        values["status"] = OperationStatus(values["status"])
+        for name in _OPERATION_TIMESTAMPS:
+            text = values[name]
+            values[name] = (
+                None if text is None else datetime.fromisoformat(text).replace(tzinfo=UTC)
+            )
+        for name in _OPERATION_JSON:
+            if values[name] is not None:
+                values[name] = json.loads(values[name])
+        return OperationRecord(**values)
+
+    return read

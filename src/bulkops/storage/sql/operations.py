@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.records import OperationQuery, OperationRecord, Page
 from bulkops.storage.sql.database import Database
+from bulkops.storage.sql.fastread import operation_reader
 from bulkops.storage.sql.schema import operations, row_records
 from bulkops.storage.sql.types import UtcDateTime
 from bulkops.storage.states import (
@@ -71,6 +72,8 @@ class OperationMethods:
             await conn.execute(operations.insert().values(**operation_values(record)))
 
     async def _get_operation(self, operation_id: UUID) -> OperationRecord | None:
+        if self._db.has_sqlite_writer:
+            return await self._db.read_sqlite(operation_reader(operation_id))
         async with self._db.read() as conn:
             return await _fetch(conn, operation_id)
 
