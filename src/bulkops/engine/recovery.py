@@ -8,7 +8,7 @@ from datetime import datetime
 from bulkops.engine.events import finished
 from bulkops.errors import StorageError
 from bulkops.storage.ports import EventStore, OperationStore, RowStore
-from bulkops.storage.records import OperationRecord, RowQuery, RowRecord, WaitOutcome
+from bulkops.storage.records import OperationRecord, RowRecord, WaitOutcome
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 
 log = logging.getLogger("bulkops.engine")
@@ -16,7 +16,6 @@ log = logging.getLogger("bulkops.engine")
 ROW_MESSAGE = "Recovery: step was waiting for signal when application restarted"
 WAITING_MESSAGE = "Recovery: rows were waiting for signals when their worker stopped"
 CRASHED_MESSAGE = "Recovery: operation was Running when its worker stopped"
-_PAGE = 1000
 
 
 class OrphanRecovery:
@@ -59,23 +58,10 @@ class OrphanRecovery:
         return (now - since).total_seconds() > self._orphan_age
 
     async def _waiting_rows(self, record: OperationRecord) -> list[RowRecord]:
-        # Listed in full before any is changed, so paging is not disturbed; waiting rows are
-        # few (at most the row concurrency of the operation).
-        found: list[RowRecord] = []
-        page = 1
-        while True:
-            batch = await self._rows.page(
-                RowQuery(
-                    operation_id=record.id,
-                    page=page,
-                    page_size=_PAGE,
-                    state=RowState.WAITING_FOR_COMPLETION,
-                )
-            )
-            found.extend(batch.items)
-            if not batch.has_next_page:
-                return found
-            page += 1
+        # Listed in full before any is changed; waiting rows are few (at most the row
+        # concurrency of the operation).
+        waiting = self._rows.iterate(record.id, state=RowState.WAITING_FOR_COMPLETION)
+        return [row async for row in waiting]
 
     async def _recover(self, record: OperationRecord, now: datetime) -> OperationRecord | None:
         failed_rows = 0

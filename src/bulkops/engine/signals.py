@@ -15,7 +15,7 @@ from uuid import UUID
 from bulkops.clock import utcnow
 from bulkops.errors import StorageError
 from bulkops.storage.ports import RowStore
-from bulkops.storage.records import RowQuery, RowRecord, WaitOutcome
+from bulkops.storage.records import RowRecord, WaitOutcome
 from bulkops.storage.states import ErrorType, RowState
 
 MAX_MESSAGE = 2000
@@ -163,21 +163,8 @@ class SignalWatch:
         self._keys.pop(key, None)
 
     async def _still_waiting(self) -> set[str]:
-        keys: set[str] = set()
-        page = 1
-        while True:
-            batch = await self._rows.page(
-                RowQuery(
-                    operation_id=self._operation_id,
-                    page=page,
-                    page_size=1000,
-                    state=RowState.WAITING_FOR_COMPLETION,
-                )
-            )
-            keys.update(row.signal_key for row in batch.items if row.signal_key)
-            if not batch.has_next_page:
-                return keys
-            page += 1
+        waiting = self._rows.iterate(self._operation_id, state=RowState.WAITING_FOR_COMPLETION)
+        return {row.signal_key async for row in waiting if row.signal_key}
 
     async def _run(self) -> None:
         while self._keys:

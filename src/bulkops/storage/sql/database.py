@@ -98,18 +98,23 @@ def configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        try:
-            for pragma in _SQLITE_PRAGMAS:
-                cursor.execute(pragma)
-            _enable_wal(cursor)
-        finally:
-            cursor.close()
+        prepare_sqlite_connection(dbapi_connection)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         write = connection.get_execution_options().get(WRITE_OPTION, False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def prepare_sqlite_connection(connection: Any) -> None:
+    """Apply the pragmas and WAL mode to a new sqlite3 (or aiosqlite-wrapped) connection."""
+    cursor = connection.cursor()
+    try:
+        for pragma in _SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+        _enable_wal(cursor)
+    finally:
+        cursor.close()
 
 
 def _enable_wal(cursor: Any) -> None:
@@ -158,13 +163,7 @@ class _SqliteThread:
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
             connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            cursor = connection.cursor()
-            try:
-                for pragma in _SQLITE_PRAGMAS:
-                    cursor.execute(pragma)
-                _enable_wal(cursor)
-            finally:
-                cursor.close()
+            prepare_sqlite_connection(connection)
             self._connection = connection
         return self._connection
 
