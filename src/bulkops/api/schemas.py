@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from bulkops.definition.fields import FieldDescriptor
 from bulkops.definition.operation import PROCESS_STEP, OperationDefinition
 from bulkops.engine.signals import SignalResult
-from bulkops.service.queries import StatusView
-from bulkops.service.submission import ValidationResult
 from bulkops.storage.records import (
-    EventRecord,
-    OperationRecord,
     Page,
-    RetrySnapshot,
     RowRecord,
     StepState,
 )
@@ -30,7 +24,12 @@ ItemT = TypeVar("ItemT")
 class Schema(BaseModel):
     """Base of every wire schema."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, from_attributes=True)
+
+    @classmethod
+    def from_record(cls, source: object) -> Self:
+        """Map a stored record, view or descriptor whose attributes carry the same names."""
+        return cls.model_validate(source, from_attributes=True)
 
 
 class ErrorBody(Schema):
@@ -46,11 +45,6 @@ class FieldSchema(Schema):
     name: str
     type: str
     required: bool
-
-    @classmethod
-    def of(cls, field: FieldDescriptor) -> FieldSchema:
-        """Map a descriptor."""
-        return cls(name=field.name, type=field.type, required=field.required)
 
 
 class OperationDescriptor(Schema):
@@ -70,8 +64,8 @@ class OperationDescriptor(Schema):
             name=definition.name,
             description=definition.description,
             is_step_based=definition.is_step_based,
-            metadata_fields=[FieldSchema.of(f) for f in definition.metadata_fields],
-            file_columns=[FieldSchema.of(f) for f in definition.file_columns],
+            metadata_fields=[FieldSchema.from_record(f) for f in definition.metadata_fields],
+            file_columns=[FieldSchema.from_record(f) for f in definition.file_columns],
             steps=[step.name for step in definition.steps],
         )
 
@@ -88,15 +82,6 @@ class ValidationResultSchema(Schema):
     valid: bool
     metadata_errors: list[str]
     file_errors: list[str]
-
-    @classmethod
-    def of(cls, result: ValidationResult) -> ValidationResultSchema:
-        """Map a validation result."""
-        return cls(
-            valid=result.valid,
-            metadata_errors=result.metadata_errors,
-            file_errors=result.file_errors,
-        )
 
 
 class OperationSchema(Schema):
@@ -121,30 +106,6 @@ class OperationSchema(Schema):
     metadata: dict[str, Any]
     error_message: str | None = None
 
-    @classmethod
-    def of(cls, record: OperationRecord) -> OperationSchema:
-        """Map a stored record."""
-        return cls(
-            id=record.id,
-            operation_name=record.operation_name,
-            status=record.status,
-            created_by=record.created_by,
-            created_at=record.created_at,
-            started_at=record.started_at,
-            completed_at=record.completed_at,
-            total_rows=record.total_rows,
-            processed_rows=record.processed_rows,
-            successful_rows=record.successful_rows,
-            error_count=record.error_count,
-            retry_count=record.retry_count,
-            source=record.source,
-            file_id=record.file_id,
-            file_name=record.file_name,
-            file_size=record.file_size,
-            metadata=record.metadata,
-            error_message=record.error_message,
-        )
-
 
 class StatusSchema(Schema):
     """Status and progress."""
@@ -155,18 +116,6 @@ class StatusSchema(Schema):
     error_count: int
     completed_at: datetime | None = None
     progress: int
-
-    @classmethod
-    def of(cls, view: StatusView) -> StatusSchema:
-        """Map a status view."""
-        return cls(
-            status=view.status,
-            processed_rows=view.processed_rows,
-            total_rows=view.total_rows,
-            error_count=view.error_count,
-            completed_at=view.completed_at,
-            progress=view.progress,
-        )
 
 
 class RowErrorSchema(Schema):
@@ -183,22 +132,6 @@ class RowErrorSchema(Schema):
     signal_key: str | None = None
     row_data: dict[str, Any] | None = None
 
-    @classmethod
-    def of(cls, row: RowRecord) -> RowErrorSchema:
-        """Map a row record."""
-        return cls(
-            row_number=row.row_number,
-            row_id=row.row_id,
-            step_index=row.step_index,
-            step_name=row.step_name,
-            error_type=row.error_type,
-            error_message=row.error_message,
-            state=row.state,
-            retry_attempt=row.retry_attempt,
-            signal_key=row.signal_key,
-            row_data=row.row_data,
-        )
-
 
 class StepSchema(Schema):
     """Progress of one step of one row."""
@@ -212,21 +145,6 @@ class StepSchema(Schema):
     error_type: ErrorType | None = None
     error_message: str | None = None
     signal_key: str | None = None
-
-    @classmethod
-    def of(cls, step: StepState) -> StepSchema:
-        """Map a step state."""
-        return cls(
-            name=step.name,
-            index=step.index,
-            state=step.state,
-            attempts=step.attempts,
-            started_at=step.started_at,
-            completed_at=step.completed_at,
-            error_type=step.error_type,
-            error_message=step.error_message,
-            signal_key=step.signal_key,
-        )
 
 
 def _row_steps(row: RowRecord, definition: OperationDefinition | None) -> list[StepState]:
@@ -276,7 +194,7 @@ class RowProgressSchema(Schema):
             total_steps=len(steps),
             retry_attempt=row.retry_attempt,
             signal_key=row.signal_key,
-            steps=[StepSchema.of(s) for s in steps],
+            steps=[StepSchema.from_record(s) for s in steps],
         )
 
 
@@ -290,19 +208,6 @@ class EventSchema(Schema):
     severity: str
     message: str
     timestamp: datetime
-
-    @classmethod
-    def of(cls, event: EventRecord) -> EventSchema:
-        """Map a stored event."""
-        return cls(
-            sequence=event.sequence,
-            operation_id=event.operation_id,
-            operation_name=event.operation_name,
-            type=event.type.value,
-            severity=event.severity.value,
-            message=event.message,
-            timestamp=event.timestamp,
-        )
 
 
 class PageSchema(Schema, Generic[ItemT]):
@@ -393,16 +298,3 @@ class RetryHistorySchema(Schema):
     error_type: ErrorType | None = None
     error_message: str | None = None
     failed_at: datetime | None = None
-
-    @classmethod
-    def of(cls, entry: RetrySnapshot) -> RetryHistorySchema:
-        """Map a history entry."""
-        return cls(
-            row_number=entry.row_number,
-            attempt=entry.attempt,
-            step_index=entry.step_index,
-            step_name=entry.step_name,
-            error_type=entry.error_type,
-            error_message=entry.error_message,
-            failed_at=entry.failed_at,
-        )

@@ -108,7 +108,7 @@ async def validate_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
         )
     finally:
         await raw.close()
-    body = ValidationResultSchema.of(result).model_dump(by_alias=True)
+    body = ValidationResultSchema.from_record(result).model_dump(by_alias=True)
     return JSONResponse(body, status_code=200 if result.valid else 422)
 
 
@@ -141,7 +141,7 @@ async def get_bulks(
             created_to=created_to,
         )
     )
-    return PageSchema.build(result, [OperationSchema.of(r) for r in result.items])
+    return PageSchema.build(result, [OperationSchema.from_record(r) for r in result.items])
 
 
 @router.get(
@@ -153,7 +153,7 @@ async def get_bulks(
 )
 async def get_bulk(operation_id: OperationId, runtime: RuntimeDep) -> OperationSchema:
     """One operation."""
-    return OperationSchema.of(await runtime.queries.get(operation_id))
+    return OperationSchema.from_record(await runtime.queries.get(operation_id))
 
 
 @router.get(
@@ -165,7 +165,7 @@ async def get_bulk(operation_id: OperationId, runtime: RuntimeDep) -> OperationS
 )
 async def get_bulk_status(operation_id: OperationId, runtime: RuntimeDep) -> StatusSchema:
     """Status and whole-number progress percentage."""
-    return StatusSchema.of(await runtime.queries.status(operation_id))
+    return StatusSchema.from_record(await runtime.queries.status(operation_id))
 
 
 @router.get(
@@ -191,7 +191,7 @@ async def get_bulk_errors(
         error_type=error_type,
         row_number=row_number,
     )
-    return PageSchema.build(result, [RowErrorSchema.of(r) for r in result.items])
+    return PageSchema.build(result, [RowErrorSchema.from_record(r) for r in result.items])
 
 
 @router.get(
@@ -247,4 +247,4 @@ async def get_bulk_file(operation_id: OperationId, runtime: RuntimeDep) -> Strea
 async def cancel_bulk(operation_id: OperationId, runtime: RuntimeDep) -> StatusSchema:
     """Cancel a Pending, Running or Retrying operation; 409 when already finished."""
     await runtime.commands.cancel(operation_id)
-    return StatusSchema.of(await runtime.queries.status(operation_id))
+    return StatusSchema.from_record(await runtime.queries.status(operation_id))

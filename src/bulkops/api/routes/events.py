@@ -16,7 +16,7 @@ async def get_events(
 ) -> list[EventSchema]:
     """Events across operations after the ``since`` cursor, oldest first."""
     events = await runtime.feed.read(since=since, limit=limit)
-    return [EventSchema.of(e) for e in events]
+    return [EventSchema.from_record(e) for e in events]
 
 
 @router.get(
@@ -33,4 +33,4 @@ async def get_bulk_events(
 ) -> list[EventSchema]:
     """Events of one operation after the ``since`` cursor, oldest first."""
     events = await runtime.feed.read(since=since, limit=limit, operation_id=operation_id)
-    return [EventSchema.of(e) for e in events]
+    return [EventSchema.from_record(e) for e in events]

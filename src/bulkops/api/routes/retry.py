@@ -111,4 +111,4 @@ async def get_retry_history(
     result = await runtime.retries.history(
         operation_id, row_number=row_number, page=page, page_size=page_size
     )
-    return PageSchema.build(result, [RetryHistorySchema.of(e) for e in result.items])
+    return PageSchema.build(result, [RetryHistorySchema.from_record(e) for e in result.items])
