@@ -66,3 +66,44 @@ def empty_postgres_url(migrated_postgres_url: str) -> str:
             "TRUNCATE operations, row_records, events, retry_history RESTART IDENTITY CASCADE"
         )
     return migrated_postgres_url
+
+
+S3_REGION = "us-east-1"
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """A moto S3 server on a free loopback port, shared by the session."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Fake credentials for moto, read by obstore and boto3 from the usual variables."""
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", S3_REGION)
+    return moto_endpoint
+
+
+@pytest.fixture
+def s3_bucket(aws_env: str) -> str:
+    """A fresh bucket on the moto server."""
+    import boto3
+
+    bucket = f"bulkops-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=aws_env, region_name=S3_REGION).create_bucket(Bucket=bucket)
+    return bucket

@@ -49,3 +49,23 @@ async def test_storage_outage_is_503_and_not_ready(make_client: ClientFactory) -
     ready = await client.get("/health/ready")
     assert ready.status_code == 503 and ready.json()["status"] == "Unhealthy"
     assert (await client.get("/health/live")).status_code == 200
+
+
+async def test_the_whole_flow_on_s3_file_storage(
+    make_client: ClientFactory, aws_env: str, s3_bucket: str
+) -> None:
+    client = await make_client(
+        files_url=f"s3://{s3_bucket}/uploads", s3_endpoint=aws_env, s3_region="us-east-1"
+    )
+    content = "name,email\nAda,a@x.io\nBob,bad\n"
+    operation_id = await create_ok(client, content)
+    status = await wait_status(client, operation_id)
+    assert (status["status"], status["processedRows"], status["errorCount"]) == (
+        "CompletedWithErrors",
+        2,
+        1,
+    )
+    download = await client.get(f"/api/bulks/{operation_id}/file")
+    assert download.content == content.encode()
+    export = await client.get(f"/api/bulks/{operation_id}/export?mode=data&state=failed")
+    assert export.text.splitlines()[1].startswith("Bob,bad,")
