@@ -221,10 +221,14 @@ class ClosingRows:
         self.closed = False
 
     async def iterate(
-        self, operation_id: uuid.UUID, *, batch_size: int = 1000
+        self,
+        operation_id: uuid.UUID,
+        *,
+        batch_size: int = 1000,
+        state: RowState | None = None,
     ) -> AsyncIterator[RowRecord]:
         try:
-            async for row in self.store.iterate(operation_id, batch_size=batch_size):
+            async for row in self.store.iterate(operation_id, batch_size=batch_size, state=state):
                 yield row
         finally:
             self.closed = True

@@ -174,7 +174,8 @@ class ExportService:
     async def _stream(
         self, operation_id: UUID, keep: RowFilter, encoder: _Encoder
     ) -> AsyncIterator[bytes]:
-        rows = self._rows.iterate(operation_id, batch_size=BATCH_SIZE)
+        # The state filter is applied by the store, which then reads only matching rows.
+        rows = self._rows.iterate(operation_id, batch_size=BATCH_SIZE, state=keep.state)
         scanned = 0
         try:
             async for row in rows:
@@ -210,15 +211,22 @@ def _choice(kind: type[E], text: str | None, default: E, name: str) -> E:
 # --- values -----------------------------------------------------------------------------
 
 
-def _timestamp(moment: datetime | None) -> str | None:
-    """ISO 8601 in UTC with ``Z`` (stores hand out aware UTC; naive counts as UTC)."""
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    elif moment.tzinfo is not UTC:
-        moment = moment.astimezone(UTC)
-    return moment.isoformat().replace("+00:00", "Z")
+def timestamp_text() -> Callable[[datetime | None], str | None]:
+    """A formatter of ISO 8601 UTC times with ``Z`` (stores hand out aware UTC; naive
+    counts as UTC). Rows finished in the same millisecond share one datetime object, so
+    each formatter keeps the text of the last one it formatted."""
+    last: list[Any] = [None, None]
+
+    def text_of(moment: datetime | None) -> str | None:
+        if moment is None:
+            return None
+        if moment is not last[0]:
+            utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+            last[0], last[1] = moment, utc.isoformat().replace("+00:00", "Z")
+        text: str = last[1]
+        return text
+
+    return text_of
 
 
 def _cell(value: Any) -> Any:
@@ -233,7 +241,9 @@ def _to_json(item: dict[str, Any]) -> str:
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"))
 
 
-def _report_values(row: RowRecord) -> tuple[Any, ...]:
+def _report_values(
+    row: RowRecord, stamp: Callable[[datetime | None], str | None]
+) -> tuple[Any, ...]:
     """The report columns of a row, in ``REPORT_COLUMNS`` order (None for null)."""
     return (
         row.row_number,
@@ -244,14 +254,19 @@ def _report_values(row: RowRecord) -> tuple[Any, ...]:
         row.error_type.value if row.error_type else None,
         row.error_message,
         row.retry_attempt,
-        _timestamp(row.completed_at),
+        stamp(row.completed_at),
     )
 
 
-def _report_item(row: RowRecord) -> dict[str, Any]:
-    """A report row as a JSON object; null properties are omitted."""
-    values = zip(REPORT_COLUMNS, _report_values(row), strict=True)
-    return {name: value for name, value in values if value is not None}
+def _report_items() -> Callable[[RowRecord], dict[str, Any]]:
+    """A mapper of report rows to JSON objects (null properties omitted)."""
+    stamp = timestamp_text()
+
+    def item(row: RowRecord) -> dict[str, Any]:
+        values = zip(REPORT_COLUMNS, _report_values(row, stamp), strict=True)
+        return {name: value for name, value in values if value is not None}
+
+    return item
 
 
 def _outcome(row: RowRecord) -> tuple[Any, ...]:
@@ -311,11 +326,12 @@ class _CsvBuffer:
 class _ReportCsv(_CsvBuffer):
     def __init__(self) -> None:
         super().__init__()
+        self._stamp = timestamp_text()
         self.writerow(REPORT_COLUMNS)
 
     def write(self, row: RowRecord) -> None:
         # Report values are text, whole numbers or null: the csv module writes them as is.
-        self.writerow(_report_values(row))
+        self.writerow(_report_values(row, self._stamp))
 
     def finish(self) -> None:
         pass
@@ -419,8 +435,8 @@ def _report_encoder(file_format: ExportFormat) -> _Encoder:
     if file_format is ExportFormat.CSV:
         return _ReportCsv()
     if file_format is ExportFormat.JSON:
-        return _JsonArray(_report_item)
-    return _JsonLines(_report_item)
+        return _JsonArray(_report_items())
+    return _JsonLines(_report_items())
 
 
 def _data_encoder(file_format: ExportFormat, columns: Sequence[str]) -> _Encoder:
