@@ -112,19 +112,21 @@ def waiting_finder(
     operation_id: UUID, key_prefix: str
 ) -> Callable[[sqlite3.Connection], RowRecord | None]:
     """For the reader thread: ``RowStore.find_waiting`` in one hop."""
+    # The keys starting with the prefix form one range of the (operation_id, signal_key)
+    # index: the prefix ends with ":", so they all sort below the prefix with ";" instead.
     # The row number closes the key, so a user key that is a prefix of another ("a" and
-    # "a:b") never matches the other's rows; substr() keeps LIKE wildcards out of it.
+    # "a:b") never matches the other's rows.
     sql = (
-        f"SELECT {ROW_COLUMNS} FROM row_records WHERE operation_id = ? AND state = ? "
-        "AND substr(signal_key, 1, ?) = ? AND signal_key = ? || row_number "
+        f"SELECT {ROW_COLUMNS} FROM row_records WHERE operation_id = ? "
+        "AND signal_key >= ? AND signal_key < ? AND signal_key = ? || row_number AND state = ? "
         "ORDER BY waiting_since, row_number LIMIT 1"
     )
     params = (
         str(operation_id),
+        key_prefix,
+        key_prefix[:-1] + chr(ord(key_prefix[-1]) + 1) if key_prefix else "\U0010ffff",
+        key_prefix,
         RowState.WAITING_FOR_COMPLETION.value,
-        len(key_prefix),
-        key_prefix,
-        key_prefix,
     )
 
     def find(connection: sqlite3.Connection) -> RowRecord | None:
