@@ -16,6 +16,7 @@ import bulkops as bo
 from bulkops.definition import Registry, definition_of, load_registry
 from bulkops.definition.conversion import convert
 from bulkops.errors import DefinitionError
+from bulkops.formats import FileFormat, read_rows
 
 
 class Meta(bo.Metadata):
@@ -204,13 +205,20 @@ def test_loading_two_files_with_the_same_name_fails(tmp_path: Path) -> None:
         load_registry([str(tmp_path / "a.py"), str(tmp_path / "b.py")])
 
 
-def test_convert_names_fields_and_treats_empty_cells_as_missing() -> None:
-    row = convert(UserRow, {"name": "Ada", "E-mail": "a@x.io", "age": ""}, empty_is_missing=True)
+def test_convert_names_fields_and_empty_csv_cells_are_missing(tmp_path: Path) -> None:
+    csv_file = tmp_path / "users.csv"
+    csv_file.write_text("name,E-mail,age\nAda,a@x.io,\nAda,a@x.io,abc\nAda,,\n")
+    columns = ("name", "E-mail", "age")
+    empty_age, bad_age, no_email = (
+        raw.values or {}
+        for raw in read_rows(csv_file, FileFormat.CSV, columns=columns, drop_empty=True)
+    )
+    row = convert(UserRow, empty_age)
     assert row.age is None and row.row_id() == "a@x.io"
     with pytest.raises(bo.ValidationError, match=r"age: Input should be a valid integer.*'abc'"):
-        convert(UserRow, {"name": "Ada", "E-mail": "a@x.io", "age": "abc"}, empty_is_missing=True)
+        convert(UserRow, bad_age)
     with pytest.raises(bo.ValidationError, match="E-mail: Field required"):
-        convert(UserRow, {"name": "Ada", "E-mail": ""}, empty_is_missing=True)
+        convert(UserRow, no_email)
 
 
 def test_metadata_uses_camel_case_and_accepts_snake_case() -> None:

@@ -39,6 +39,11 @@ class ErrorBody(Schema):
     reason: str | None = None
 
 
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries: each status code answers with the error body."""
+    return {code: {"model": ErrorBody} for code in codes}
+
+
 class FieldSchema(Schema):
     """A metadata field or file column."""
 
@@ -229,13 +234,6 @@ class PageSchema(Schema, Generic[ItemT]):
             page_size=page.page_size,
             has_next_page=page.has_next_page,
         )
-
-
-class HealthSchema(Schema):
-    """Health check answer."""
-
-    status: str
-    checks: dict[str, Any] | None = None
 
 
 class SignalFailureRequest(Schema):

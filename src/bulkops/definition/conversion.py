@@ -34,19 +34,16 @@ def error_lines(error: pydantic.ValidationError) -> list[str]:
     return parts
 
 
-def convert(model: type[ModelT], values: dict[str, Any], *, empty_is_missing: bool) -> ModelT:
+def convert(model: type[ModelT], values: dict[str, Any]) -> ModelT:
     """Validate ``values`` into ``model``.
 
     Args:
         model: The pydantic model.
         values: Field values keyed by column name (alias or field name).
-        empty_is_missing: Treat empty strings as absent values (CSV cells).
 
     Raises:
         ValidationError: with a message naming each failing field.
     """
-    if empty_is_missing:
-        values = {key: value for key, value in values.items() if value != ""}
     try:
         return model.model_validate(values)
     except pydantic.ValidationError as exc:

@@ -232,9 +232,7 @@ class OperationRun:
         self, definition: OperationDefinition, fmt: FileFormat
     ) -> RowRunner | PipelineRunner:
         try:
-            metadata = convert(
-                definition.metadata_model, self.record.metadata, empty_is_missing=False
-            )
+            metadata = convert(definition.metadata_model, self.record.metadata)
         except ValidationError as exc:
             raise OperationFailed(f"Invalid metadata: {exc}") from None
         instance = definition.instantiate()

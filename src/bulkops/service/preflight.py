@@ -28,7 +28,7 @@ async def _row_error(
     if raw.error is not None or raw.values is None:
         return _row_message(raw.number, raw.error or "Row could not be read")
     try:
-        row = convert(definition.row_model, raw.values, empty_is_missing=False)
+        row = convert(definition.row_model, raw.values)
     except ValidationError as exc:
         return _row_message(raw.number, str(exc))
     if metadata is None or not definition.overrides_validate_row:

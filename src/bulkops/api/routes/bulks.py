@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -12,13 +12,13 @@ from bulkops.api.deps import OperationId, RuntimeDep
 from bulkops.api.download import content_disposition
 from bulkops.api.schemas import (
     CreateResult,
-    ErrorBody,
     OperationSchema,
     PageSchema,
     RowErrorSchema,
     RowProgressSchema,
     StatusSchema,
     ValidationResultSchema,
+    error_responses,
 )
 from bulkops.api.uploads import read_form
 from bulkops.service.queries import clamp_paging
@@ -27,10 +27,7 @@ from bulkops.storage.states import OperationStatus
 
 router = APIRouter(prefix="/api/bulks", tags=["bulks"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody},
-    404: {"model": ErrorBody},
-}
+_ERRORS = error_responses(400, 404)
 
 Page = Annotated[int | None, Query()]
 PageSize = Annotated[int | None, Query(alias="pageSize")]
@@ -42,9 +39,7 @@ PageSize = Annotated[int | None, Query(alias="pageSize")]
     status_code=201,
     response_model=CreateResult,
     responses={
-        **_ERRORS,
-        413: {"model": ErrorBody},
-        415: {"model": ErrorBody},
+        **error_responses(400, 404, 413, 415),
         422: {"model": ValidationResultSchema},
     },
     openapi_extra={
@@ -93,9 +88,7 @@ async def create_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
     operation_id="validateBulk",
     response_model=ValidationResultSchema,
     responses={
-        **_ERRORS,
-        413: {"model": ErrorBody},
-        415: {"model": ErrorBody},
+        **error_responses(400, 404, 413, 415),
         422: {"model": ValidationResultSchema},
     },
 )
@@ -241,7 +234,7 @@ async def get_bulk_file(operation_id: OperationId, runtime: RuntimeDep) -> Strea
     "/{id}/cancel",
     operation_id="cancelBulk",
     response_model=StatusSchema,
-    responses={**_ERRORS, 409: {"model": ErrorBody}},
+    responses=error_responses(400, 404, 409),
     response_model_exclude_none=True,
 )
 async def cancel_bulk(operation_id: OperationId, runtime: RuntimeDep) -> StatusSchema:

@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 
 from bulkops.api.deps import OperationId, RuntimeDep
 from bulkops.api.download import content_disposition
-from bulkops.api.schemas import ErrorBody
+from bulkops.api.schemas import error_responses
 from bulkops.service.export import MEDIA_TYPES
 
 router = APIRouter(prefix="/api/bulks", tags=["bulks"])
@@ -19,9 +19,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "The export file, streamed",
         "content": {media.split(";", 1)[0]: {} for media in MEDIA_TYPES.values()},
     },
-    400: {"model": ErrorBody},
-    404: {"model": ErrorBody},
-    409: {"model": ErrorBody},
+    **error_responses(400, 404, 409),
 }
 
 

@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
 from bulkops.api.deps import OperationId, RuntimeDep
 from bulkops.api.schemas import (
     EligibilitySchema,
-    ErrorBody,
     PageSchema,
     RetryHistorySchema,
     RetryResultSchema,
     RetryRowsRequest,
+    error_responses,
 )
 from bulkops.errors import BadRequest
 from bulkops.service.retry import RetryResult
 
 router = APIRouter(prefix="/api/bulks/{id}/retry", tags=["retry"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody},
-    404: {"model": ErrorBody},
-    409: {"model": ErrorBody},
-}
+_ERRORS = error_responses(400, 404, 409)
 
 
 def _result(result: RetryResult) -> RetryResultSchema:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 
 from bulkops.api.deps import OperationId, RuntimeDep
-from bulkops.api.schemas import ErrorBody, SignalFailureRequest, SignalResultSchema
+from bulkops.api.schemas import SignalFailureRequest, SignalResultSchema, error_responses
 from bulkops.errors import BadRequest
 
 router = APIRouter(prefix="/api/bulks/{id}/signal", tags=["signals"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody},
-    404: {"model": ErrorBody},
-}
+_ERRORS = error_responses(400, 404)
 
 
 @router.post(
