@@ -42,3 +42,9 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.run --quick
+
+# The dashboard screenshots in the README, retaken by the browser tests (Debian's chromium).
+.PHONY: screenshots
+
+screenshots: $(STAMP)
+	DASHBOARD_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/browser/test_layout.py -q

@@ -15,6 +15,7 @@ import httpx
 from benchmarks import load, signalling
 from benchmarks.client import Run, download_export, run_to_end, upload
 from benchmarks.context import Context, Sizes, data_dir
+from benchmarks.gateway import gateway_overhead
 from benchmarks.operations import BENCH_PIPELINE, BENCH_SIGNALS, PIPELINE_STEPS, STEP_SLEEP
 from benchmarks.procfs import MB, RssSampler, reset_peak_rss
 from benchmarks.profilers import make_profiler
@@ -417,5 +418,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         "Create of a {upload_mb} MB CSV file",
         "upload >= 100 MB/s; peak RSS increase <= 50 MB",
         upload_speed,
+    ),
+    Scenario(
+        9,
+        "Gateway: GET /status overhead; page 10 of a list merged from 3 backends",
+        "no failed request (latency reported, no target)",
+        gateway_overhead,
     ),
 )

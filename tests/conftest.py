@@ -62,10 +62,20 @@ def empty_postgres_url(migrated_postgres_url: str) -> str:
     import psycopg
 
     with psycopg.connect(migrated_postgres_url, autocommit=True) as conn:
-        conn.execute(
-            "TRUNCATE operations, row_records, events, retry_history RESTART IDENTITY CASCADE"
-        )
+        conn.execute(TRUNCATE_ALL)
     return migrated_postgres_url
+
+
+# Empties every table the migrations made (whatever later migrations add), keeping the
+# schema version.
+TRUNCATE_ALL = """
+DO $$ DECLARE names text;
+BEGIN
+  SELECT string_agg(quote_ident(tablename), ', ') INTO names
+  FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'alembic_version';
+  EXECUTE 'TRUNCATE ' || names || ' RESTART IDENTITY CASCADE';
+END $$
+"""
 
 
 S3_REGION = "us-east-1"

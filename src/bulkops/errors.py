@@ -7,6 +7,7 @@ Every error the library raises on purpose derives from ``BulkOpsError``::
     ├── ValidationError          a row or metadata failed validation (raised by user code too)
     ├── FileFormatError          a stored file cannot be read as a whole
     ├── StorageError             a storage backend failed (driver errors are translated into it)
+    │   ├── StorageUnavailable   it could not be reached or was busy: trying again may work
     │   └── ConcurrencyConflict  a conditional write lost against another writer
     ├── IllegalTransition        a status change the transition table forbids
     └── ServiceError             a use-case refused a request (mapped to HTTP by the API)
@@ -52,6 +53,11 @@ class FileFormatError(BulkOpsError):
 
 class StorageError(BulkOpsError):
     """A storage backend failed."""
+
+
+class StorageUnavailable(StorageError):
+    """The backend could not be reached, or was locked or busy; the same call may succeed
+    later (the engine retries these with backoff)."""
 
 
 class ConcurrencyConflict(StorageError):

@@ -16,7 +16,7 @@ from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry, load_registry
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
-from bulkops.engine.scheduler import NullScheduler, Scheduler, WorkScheduler
+from bulkops.engine.scheduler import NullScheduler, Scheduler, SchedulerConfig, WorkScheduler
 from bulkops.engine.signals import SignalHub, SignalService
 from bulkops.service import (
     CatalogService,
@@ -30,7 +30,14 @@ from bulkops.service.export import ExportService
 from bulkops.service.retry import RetryService
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
-from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowStore
+from bulkops.storage.ports import (
+    ChunkStore,
+    EventStore,
+    OperationStore,
+    RateLimitStore,
+    RetryStore,
+    RowStore,
+)
 
 if TYPE_CHECKING:
     from bulkops.storage.sql import Database
@@ -89,31 +96,42 @@ class Runtime:
         operations: OperationStore
         rows: RowStore
         retry_store: RetryStore
+        limits: RateLimitStore
+        chunks: ChunkStore
         events: EventStore
         if url.startswith(MEMORY_URL):
             from bulkops.storage.memory import MemoryEventStore, MemoryStore
 
-            memory = MemoryStore()
-            operations, rows, retry_store = memory, memory, memory
-            events = MemoryEventStore()
+            memory_events = MemoryEventStore()
+            memory = MemoryStore(memory_events)
+            operations, rows, retry_store, limits, chunks = memory, memory, memory, memory, memory
+            events = memory_events
         else:
             from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
 
             if settings.migrate_on_start:
                 await asyncio.to_thread(migrate, url)
-            database = Database.from_url(url)
-            sql = SqlStore(database)
-            operations, rows, retry_store = sql, sql, sql
+            database = Database.from_url(url, sqlite_busy_timeout=settings.sqlite_busy_timeout)
             if settings.event_store == "memory":
                 from bulkops.storage.memory import MemoryEventStore
 
                 events = MemoryEventStore()
+                sql = SqlStore(database, event_log=events)
             else:
                 events = SqlEventStore(database)
+                sql = SqlStore(database)
+            operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
         files = open_file_store(
             settings.files_url, s3_endpoint=settings.s3_endpoint, s3_region=settings.s3_region
         )
-        stores = Stores(operations=operations, rows=rows, events=events, files=files)
+        stores = Stores(
+            operations=operations,
+            rows=rows,
+            events=events,
+            files=files,
+            limits=limits,
+            chunks=chunks,
+        )
         hub = SignalHub()
         signals = SignalService(rows, hub)
         scheduler = cls._scheduler(settings, registry, stores, role, hub)
@@ -126,14 +144,14 @@ class Runtime:
             submissions=SubmissionService(
                 registry,
                 operations,
-                events,
                 files,
                 scheduler,
                 service_name=settings.service_name,
                 max_upload_bytes=settings.max_upload_bytes,
+                idempotency_ttl=settings.idempotency_ttl,
             ),
             queries=QueryService(operations, rows, files),
-            commands=CommandService(operations, events),
+            commands=CommandService(operations),
             feed=FeedService(events, operations),
             signals=signals,
             signal_requests=SignalUseCase(operations, signals),
@@ -143,7 +161,6 @@ class Runtime:
                 operations,
                 rows,
                 retry_store,
-                events,
                 scheduler,
                 max_retry_attempts=settings.max_retry_attempts,
             ),
@@ -164,18 +181,24 @@ class Runtime:
                 max_row_concurrency=settings.max_row_concurrency,
                 flush_rows=settings.flush_rows,
                 flush_interval=settings.flush_interval,
-                heartbeat_interval=settings.heartbeat_interval,
+                heartbeat_interval=settings.effective_heartbeat_interval,
                 signal_poll_interval=settings.signal_poll_interval,
                 step_retry_delay=settings.step_retry_delay,
+                storage_retry_timeout=settings.storage_retry_timeout,
             ),
             hub,
         )
         return WorkScheduler(
             processor,
-            worker_count=settings.worker_count,
-            poll_interval=settings.poll_interval_for(role),
-            stuck_timeout=settings.stuck_operation_timeout,
-            shutdown_timeout=settings.shutdown_timeout,
+            SchedulerConfig(
+                worker_count=settings.worker_count,
+                poll_interval=settings.poll_interval_for(role),
+                stuck_timeout=settings.stuck_operation_timeout,
+                shutdown_timeout=settings.shutdown_timeout,
+                abandon_after=settings.abandon_after,
+                scan_interval=settings.effective_heartbeat_interval,
+                max_resumes=settings.max_resumes,
+            ),
         )
 
     async def start(self) -> None:
@@ -185,10 +208,7 @@ class Runtime:
             self.scheduler, NullScheduler
         ):
             recovery = OrphanRecovery(
-                self.stores.operations,
-                self.stores.rows,
-                self.stores.events,
-                orphan_age=self.settings.orphan_age,
+                self.stores.operations, self.stores.rows, orphan_age=self.settings.orphan_age
             )
             await recovery.run(utcnow())
         await self.scheduler.start()

@@ -2,16 +2,66 @@
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# RFC 7518 section 3.2: an HS256 key must be at least as long as the hash output.
+MIN_JWT_SECRET_BYTES = 32
+_POLICY_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 
 
 def _split_commas(value: Any) -> Any:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+class TokenGrant(BaseModel):
+    """What one static bearer token may do (``BULKOPS_AUTH_TOKENS`` values).
+
+    Attributes:
+        role: ``read`` (GET routes) or ``operate`` (every route; operate implies read).
+        name: The principal recorded as ``createdBy``; default ``token-`` plus the first
+            8 hex digits of the token's SHA-256.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["read", "operate"]
+    name: str | None = Field(default=None, min_length=1)
+
+
+def _token_grants(value: Any) -> Any:
+    """``BULKOPS_AUTH_TOKENS`` as JSON text or a mapping; bare roles become grants."""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"must be a JSON object of token -> role: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise ValueError('must be a JSON object such as {"<token>": "read"}')
+    grants = {}
+    for token, grant in value.items():
+        if not isinstance(token, str) or not token.strip() or token != token.strip():
+            raise ValueError("tokens must be non-empty strings without surrounding spaces")
+        grants[token] = {"role": grant} if isinstance(grant, str) else grant
+    return grants
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Settings(BaseSettings):
@@ -51,9 +101,42 @@ class Settings(BaseSettings):
         ge=0,
         description="Base delay of per-step retries (doubles each attempt, jittered, max 30 s).",
     )
-    heartbeat_interval: float = Field(default=5, gt=0)
+    heartbeat_interval: float | None = Field(
+        default=None,
+        gt=0,
+        description="How often a worker renews its heartbeat; unset: 5, or a third of the "
+        "shorter of BULKOPS_ABANDON_AFTER and BULKOPS_ORPHAN_AGE when that is less.",
+    )
+    abandon_after: float = Field(
+        default=30,
+        gt=0,
+        description="A held operation whose heartbeat is older than this is resumed by "
+        "another process.",
+    )
+    storage_retry_timeout: float = Field(
+        default=120,
+        ge=0,
+        description="How long processing retries storage writes during an outage before it "
+        "leaves the operation to be resumed.",
+    )
+    max_resumes: int = Field(
+        default=5,
+        ge=0,
+        description="Resumptions after which an operation that keeps stopping its worker is "
+        "failed instead (0: never resume, fail at once).",
+    )
+    sqlite_busy_timeout: float = Field(
+        default=30,
+        gt=0,
+        description="Seconds a SQLite statement waits for another process's lock.",
+    )
     shutdown_timeout: float = Field(default=30, ge=0)
     max_upload_bytes: int = Field(default=100 * 1024 * 1024, ge=0)
+    idempotency_ttl: float = Field(
+        default=86400,
+        gt=0,
+        description="How long an Idempotency-Key of a create is remembered, in seconds.",
+    )
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     event_store: Literal["sql", "memory"] = "sql"
     openapi_enabled: bool = True
@@ -63,19 +146,111 @@ class Settings(BaseSettings):
         default=0.5, gt=0, description="Longest wait before buffered row records are written."
     )
 
-    @field_validator("operations", "cors_origins", mode="before")
+    # Access control (README, Security). No setting at all: no checks. Secrets stay out of
+    # the settings' repr so they never reach a log line.
+    auth_tokens: Annotated[dict[str, TokenGrant], NoDecode] = Field(
+        default_factory=dict,
+        repr=False,
+        description='Static bearer tokens: JSON {"<token>": "read"|"operate"|{"role", "name"}}.',
+    )
+    auth_jwt_secret: SecretStr | None = Field(
+        default=None, description="HS256 shared secret for JWT bearer tokens (32+ bytes)."
+    )
+    auth_jwt_jwks_url: str | None = Field(
+        default=None, description="JWKS address of the token issuer's RS256/ES256 keys."
+    )
+    auth_jwt_audience: str | None = Field(default=None, description="Required JWT aud.")
+    auth_jwt_issuer: str | None = Field(default=None, description="Required JWT iss.")
+    auth_jwt_read_scope: str = Field(
+        default="bulkops.read", description="JWT scope granting reads; empty: any valid token."
+    )
+    auth_jwt_operate_scope: str = Field(
+        default="bulkops.operate", description="JWT scope granting reads and operations."
+    )
+    auth_jwt_leeway: float = Field(
+        default=0, ge=0, le=300, description="Seconds of clock skew allowed on exp/nbf/iat."
+    )
+    auth_jwt_required_claims: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Claims every JWT must carry, comma-separated (e.g. exp).",
+    )
+    auth_jwt_jwks_ttl: float = Field(
+        default=3600, gt=0, description="Seconds JWKS keys are used before they are fetched again."
+    )
+    auth_jwt_jwks_min_refresh_interval: float = Field(
+        default=10,
+        ge=0,
+        description="Least seconds between two JWKS fetches (an unknown kid triggers one).",
+    )
+    read_policy: str | None = Field(
+        default=None,
+        pattern=_POLICY_PATTERN,
+        description="Custom read policy, module:callable(principal, request) -> bool.",
+    )
+    operate_policy: str | None = Field(
+        default=None,
+        pattern=_POLICY_PATTERN,
+        description="Custom operate policy, module:callable(principal, request) -> bool.",
+    )
+
+    @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return _split_commas(value)
 
-    @model_validator(mode="after")
-    def _orphans_outlive_heartbeats(self) -> Settings:
-        if self.enable_orphaned_step_recovery and self.orphan_age <= self.heartbeat_interval:
+    @field_validator("auth_tokens", mode="before")
+    @classmethod
+    def _tokens(cls, value: Any) -> Any:
+        return _token_grants(value)
+
+    @field_validator("auth_jwt_secret")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().encode()) < MIN_JWT_SECRET_BYTES:
             raise ValueError(
-                "BULKOPS_ORPHAN_AGE must be longer than BULKOPS_HEARTBEAT_INTERVAL, or live "
+                f"must be at least {MIN_JWT_SECRET_BYTES} bytes (RFC 7518: an HS256 key is at "
+                "least as long as its hash)"
+            )
+        return value
+
+    @field_validator("auth_jwt_jwks_url")
+    @classmethod
+    def _jwks_over_tls(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        # Keys fetched in clear text could be swapped on the way; loopback is for tests and
+        # sidecars.
+        loopback = _is_loopback(parts.hostname or "")
+        if parts.scheme == "https" or (parts.scheme == "http" and loopback):
+            return value
+        raise ValueError("must be an https:// address (http:// only on loopback)")
+
+    @model_validator(mode="after")
+    def _heartbeats_fit(self) -> Settings:
+        # A default never contradicts a legal setting: only values the user set both can.
+        beat = self.heartbeat_interval
+        if beat is None:
+            return self
+        if beat >= self.abandon_after:
+            raise ValueError(
+                "BULKOPS_HEARTBEAT_INTERVAL must be shorter than BULKOPS_ABANDON_AFTER, or live "
+                "workers would look abandoned"
+            )
+        if self.enable_orphaned_step_recovery and beat >= self.orphan_age:
+            raise ValueError(
+                "BULKOPS_HEARTBEAT_INTERVAL must be shorter than BULKOPS_ORPHAN_AGE, or live "
                 "workers would look orphaned"
             )
         return self
+
+    @property
+    def effective_heartbeat_interval(self) -> float:
+        """The heartbeat interval: the one set, else 5 s or a third of the shorter of the
+        abandon and orphan ages when that is less."""
+        if self.heartbeat_interval is not None:
+            return self.heartbeat_interval
+        return min(5.0, self.abandon_after / 3, self.orphan_age / 3)
 
     @model_validator(mode="after")
     def _no_wildcard_origin(self) -> Settings:

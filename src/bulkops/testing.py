@@ -62,15 +62,20 @@ async def run_operation(
     metadata: dict[str, Any] | None = None,
     file_format: str = "csv",
     max_row_concurrency: int = 1,
+    column_map: dict[str, str] | None = None,
 ) -> OperationResult:
     """Create and process one operation in memory; return its record, rows and events.
+
+    The operation's controls apply as in the service: failure thresholds, batches, rate
+    limits, the CSV delimiter and the schema version.
 
     Args:
         operation: The operation class (decorated with ``@bulkops.operation``).
         content: The file's text or bytes, or a path to read.
         metadata: The metadata object (default: empty).
         file_format: ``csv``, ``json`` or ``jsonl`` (ignored for paths with a known suffix).
-        max_row_concurrency: Rows processed in parallel.
+        max_row_concurrency: Rows (or batches) processed in parallel.
+        column_map: File column -> row field, as the ``columnMap`` form field.
     """
     if isinstance(content, Path):
         name = content.name
@@ -89,11 +94,13 @@ async def run_operation(
     try:
         await runtime.start()
         name_of = next(iter(runtime.registry)).name
-        record = await runtime.submissions.create(
+        created = await runtime.submissions.create(
             operation_name=name_of,
             metadata=json.dumps(metadata or {}),
             upload=Upload(file_name=name, content_type=None, chunks=_chunks(data)),
+            column_map=None if column_map is None else json.dumps(column_map),
         )
+        record = created.record
         scheduler = runtime.scheduler
         if isinstance(scheduler, WorkScheduler):
             await scheduler.wait_idle()

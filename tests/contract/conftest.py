@@ -17,6 +17,7 @@ from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowSto
 from bulkops.storage.records import OperationRecord, RowRecord
 from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
 from bulkops.storage.states import OperationStatus, RowState
+from tests.conftest import TRUNCATE_ALL
 
 # A fixed, microsecond-precise base time: every backend must round-trip it exactly.
 BASE_TIME = datetime(2024, 5, 17, 9, 30, 15, 123456, tzinfo=UTC)
@@ -44,9 +45,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def _truncate(database: Database) -> None:
     async with database.write() as conn:
-        await conn.exec_driver_sql(
-            "TRUNCATE operations, row_records, events, retry_history RESTART IDENTITY CASCADE"
-        )
+        await conn.exec_driver_sql(TRUNCATE_ALL)
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -54,8 +53,9 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     """Fresh, empty stores of one backend."""
     kind: str = request.param
     if kind == "memory":
-        memory = MemoryStore()
-        yield Stores(kind, memory, memory, MemoryEventStore(), memory)
+        events = MemoryEventStore()
+        memory = MemoryStore(events)
+        yield Stores(kind, memory, memory, events, memory)
         return
     if kind == "sqlite":
         path = tmp_path / "bulkops.db"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import uuid
 from collections.abc import Callable
@@ -19,12 +18,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 
 from bulkops.errors import StorageError
+from bulkops.storage import lifecycle
 from bulkops.storage.records import OperationQuery, OperationRecord, ProgressDelta, RowRecord
 from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
 from bulkops.storage.sql.database import parse_url
 from bulkops.storage.sql.migrate import alembic_config
 from bulkops.storage.sql.schema import metadata
-from bulkops.storage.states import OperationStatus, RowState, can_transition
+from bulkops.storage.states import EventType, OperationStatus, RowState, Severity
 
 if TYPE_CHECKING:
     from tests.contract.conftest import Stores
@@ -50,6 +50,7 @@ def _fully_populated(make_operation: MakeOperation) -> OperationRecord:
         version=5,
         worker_id="worker-1",
         heartbeat_at=BASE_TIME + timedelta(seconds=3),
+        resume_count=3,
         file_size=5 * 1024**3,
     )
 
@@ -162,73 +163,87 @@ async def test_list_filters(stores: Stores, make_operation: MakeOperation) -> No
     assert await ids(created_from=d.created_at + timedelta(microseconds=1)) == set()
 
 
-async def test_claimable_returns_pending_and_retrying_oldest_first(
+async def test_claimable_returns_pending_and_unheld_retrying_oldest_first(
     stores: Stores, make_operation: MakeOperation
 ) -> None:
-    statuses = [
-        OperationStatus.RETRYING,
-        OperationStatus.RUNNING,
-        OperationStatus.PENDING,
-        OperationStatus.COMPLETED,
-        OperationStatus.PENDING,
-        OperationStatus.CANCELLED,
+    records = [
+        make_operation(status=OperationStatus.RETRYING),
+        make_operation(status=OperationStatus.RUNNING, worker_id="w"),
+        make_operation(status=OperationStatus.PENDING),
+        make_operation(status=OperationStatus.COMPLETED),
+        make_operation(status=OperationStatus.RETRYING, worker_id="w", heartbeat_at=BASE_TIME),
+        make_operation(status=OperationStatus.PENDING),
+        make_operation(status=OperationStatus.CANCELLED),
     ]
-    records = [make_operation(status=status) for status in statuses]
     for record in reversed(records):
         await stores.operations.add(record)
 
     found = await stores.operations.claimable(10)
-    assert [r.id for r in found] == [records[0].id, records[2].id, records[4].id]
+    assert [r.id for r in found] == [records[0].id, records[2].id, records[5].id]
     assert [r.id for r in await stores.operations.claimable(2)] == [records[0].id, records[2].id]
     assert await stores.operations.claimable(0) == []
 
 
-async def test_claim_moves_to_running(stores: Stores, make_operation: MakeOperation) -> None:
+async def test_apply_persists_a_claim_and_its_event(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
     record = make_operation(version=4)
-    await stores.operations.add(record)
+    await stores.operations.add(record, [lifecycle.created_event(record, BASE_TIME)])
+    change = lifecycle.claim(record, "worker-a", LATER)
 
-    claimed = await stores.operations.claim(record.id, 4, "worker-a", LATER)
+    claimed = await stores.operations.apply(change)
 
-    assert claimed is not None
+    assert claimed == change.record
     assert claimed.status is OperationStatus.RUNNING
     assert (claimed.version, claimed.worker_id) == (5, "worker-a")
     assert claimed.heartbeat_at == LATER and claimed.started_at == LATER
     assert await stores.operations.get(record.id) == claimed
+    events = await stores.events.read(after=0, limit=10, operation_id=record.id)
+    assert [(e.type, e.message) for e in events] == [
+        (EventType.CREATED, "Created by alice@example.com from users.csv (1234 bytes)"),
+        (EventType.STATUS_CHANGED, "Status changed from Pending to Running"),
+    ]
 
 
-async def test_claim_keeps_first_started_at(stores: Stores, make_operation: MakeOperation) -> None:
-    record = make_operation(status=OperationStatus.RETRYING, started_at=BASE_TIME)
+async def test_apply_sets_only_the_changed_fields(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    record = make_operation(status=OperationStatus.RUNNING, worker_id="w", heartbeat_at=BASE_TIME)
     await stores.operations.add(record)
+    cancel = lifecycle.cancel(record, LATER)  # computed before the rows below were saved
+    rows = [make_row(record.id, 1), make_row(record.id, 2)]
+    await stores.rows.save(record.id, rows, ProgressDelta(2, 2, 0))
+    await stores.operations.heartbeat([record.id], "w", LATER)
 
-    claimed = await stores.operations.claim(record.id, 0, "worker-b", LATER)
+    cancelled = await stores.operations.apply(cancel)
 
-    assert claimed is not None and claimed.started_at == BASE_TIME
-    assert claimed.heartbeat_at == LATER
+    assert cancelled is not None and cancelled.status is OperationStatus.CANCELLED
+    assert cancelled.completed_at == LATER and cancelled.version == record.version + 1
+    # Counters and heartbeat written meanwhile by others are kept, not overwritten.
+    assert (cancelled.processed_rows, cancelled.heartbeat_at) == (2, LATER)
 
 
-async def test_claim_refuses_stale_version_unknown_id_and_unclaimable_status(
+async def test_apply_refuses_a_stale_token_and_unknown_ids(
     stores: Stores, make_operation: MakeOperation
 ) -> None:
-    pending = make_operation(version=2)
-    running = make_operation(status=OperationStatus.RUNNING)
-    for record in (pending, running):
-        await stores.operations.add(record)
+    record = make_operation(version=2)
+    await stores.operations.add(record)
+    stale = lifecycle.claim(replace(record, version=1), "w", LATER)
 
-    assert await stores.operations.claim(pending.id, 1, "w", LATER) is None
-    assert await stores.operations.claim(running.id, 0, "w", LATER) is None
-    assert await stores.operations.claim(uuid.uuid4(), 0, "w", LATER) is None
-    assert await stores.operations.get(pending.id) == pending
-    assert await stores.operations.get(running.id) == running
+    assert await stores.operations.apply(stale) is None
+    assert await stores.operations.apply(lifecycle.claim(make_operation(), "w", LATER)) is None
+    assert await stores.operations.get(record.id) == record
+    assert await stores.events.read(after=0, limit=10) == []
 
 
-async def test_concurrent_claims_of_one_version_have_one_winner(
+async def test_concurrent_changes_of_one_version_have_one_winner(
     stores: Stores, make_operation: MakeOperation
 ) -> None:
     record = make_operation()
     await stores.operations.add(record)
 
     results = await asyncio.gather(
-        *(stores.operations.claim(record.id, 0, f"worker-{i}", LATER) for i in range(6))
+        *(stores.operations.apply(lifecycle.claim(record, f"w-{i}", LATER)) for i in range(6))
     )
 
     winners = [r for r in results if r is not None]
@@ -236,96 +251,84 @@ async def test_concurrent_claims_of_one_version_have_one_winner(
     stored = await stores.operations.get(record.id)
     assert stored is not None and stored.version == 1
     assert stored.worker_id == winners[0].worker_id
+    assert len(await stores.events.read(after=0, limit=10)) == 1  # the winner's event only
 
 
-async def test_transition_follows_the_table(stores: Stores, make_operation: MakeOperation) -> None:
-    for source, target in itertools.product(OperationStatus, OperationStatus):
-        record = make_operation(status=source, version=3)
+async def test_terminal_changes_set_completed_at_message_and_counters(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
+    record = make_operation(status=OperationStatus.RUNNING, worker_id="w", started_at=BASE_TIME)
+    await stores.operations.add(record)
+
+    failed = await stores.operations.apply(
+        lifecycle.fail(record, "file unreadable", LATER, lifecycle.RowCounts(3, 1))
+    )
+
+    assert failed is not None and failed.status is OperationStatus.FAILED
+    assert failed.completed_at == LATER and failed.error_message == "file unreadable"
+    assert (failed.processed_rows, failed.successful_rows, failed.error_count) == (4, 3, 1)
+    (event,) = await stores.events.read(after=0, limit=10)
+    assert (event.type, event.severity) == (EventType.FAILED, Severity.ERROR)
+    assert event.message == "Operation failed: file unreadable"
+
+
+async def test_release_hands_the_operation_back(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
+    running = make_operation(
+        status=OperationStatus.RUNNING, worker_id="w", heartbeat_at=BASE_TIME, started_at=BASE_TIME
+    )
+    retrying = make_operation(status=OperationStatus.RETRYING, worker_id="w", heartbeat_at=LATER)
+    for record in (running, retrying):
         await stores.operations.add(record)
 
-        updated = await stores.operations.transition(record.id, target, LATER)
+    pending = await stores.operations.apply(lifecycle.release(running, LATER))
+    unheld = await stores.operations.apply(lifecycle.release(retrying, LATER))
 
-        if can_transition(source, target):
-            assert updated is not None, (source, target)
-            assert updated.status is target and updated.version == 4
-        else:
-            assert updated is None, (source, target)
-            assert await stores.operations.get(record.id) == record
+    assert pending is not None and pending.status is OperationStatus.PENDING
+    assert (pending.worker_id, pending.heartbeat_at, pending.started_at) == (None, None, BASE_TIME)
+    assert unheld is not None and unheld.status is OperationStatus.RETRYING
+    assert unheld.worker_id is None
+    assert {r.id for r in await stores.operations.claimable(10)} == {running.id, retrying.id}
 
 
-async def test_transition_to_terminal_sets_completed_at_and_message(
+async def test_abandoned_lists_held_operations_with_stale_heartbeats(
     stores: Stores, make_operation: MakeOperation
 ) -> None:
-    record = make_operation(status=OperationStatus.RUNNING, worker_id="w", heartbeat_at=BASE_TIME)
-    await stores.operations.add(record)
+    old, older = BASE_TIME, BASE_TIME - timedelta(minutes=1)
+    records = [
+        make_operation(status=OperationStatus.RUNNING, worker_id="a", heartbeat_at=old),
+        make_operation(status=OperationStatus.RETRYING, worker_id="b", heartbeat_at=older),
+        make_operation(status=OperationStatus.RUNNING, worker_id="c", heartbeat_at=LATER),
+        make_operation(status=OperationStatus.RETRYING),  # nobody holds it: claimable instead
+        make_operation(status=OperationStatus.CANCELLED, worker_id="d", heartbeat_at=old),
+    ]
+    for record in records:
+        await stores.operations.add(record)
 
-    failed = await stores.operations.transition(
-        record.id, OperationStatus.FAILED, LATER, error_message="file unreadable"
-    )
+    found = await stores.operations.abandoned(BASE_TIME + timedelta(seconds=1), 10)
 
-    assert failed is not None
-    assert failed.completed_at == LATER and failed.error_message == "file unreadable"
-    assert failed.worker_id == "w"  # only a move to Pending releases the worker
-    assert await stores.operations.get(record.id) == failed
-    # A cancelled operation cannot be completed by a worker that finishes late.
-    cancelled = make_operation(status=OperationStatus.CANCELLED)
-    await stores.operations.add(cancelled)
-    assert (
-        await stores.operations.transition(cancelled.id, OperationStatus.COMPLETED, LATER) is None
-    )
+    assert [r.id for r in found] == [records[1].id, records[0].id]
+    assert len(await stores.operations.abandoned(LATER + timedelta(seconds=1), 1)) == 1
 
 
-async def test_transition_without_message_keeps_the_old_one(
-    stores: Stores, make_operation: MakeOperation
-) -> None:
-    record = make_operation(status=OperationStatus.RUNNING, error_message="earlier")
-    await stores.operations.add(record)
-
-    done = await stores.operations.transition(record.id, OperationStatus.COMPLETED, LATER)
-
-    assert done is not None and done.error_message == "earlier"
-
-
-async def test_transition_to_pending_releases_the_worker(
+async def test_take_over_moves_the_holder_and_recounts(
     stores: Stores, make_operation: MakeOperation
 ) -> None:
     record = make_operation(
-        status=OperationStatus.RUNNING, worker_id="w", heartbeat_at=BASE_TIME, started_at=BASE_TIME
+        status=OperationStatus.RUNNING, worker_id="gone", heartbeat_at=BASE_TIME, processed_rows=9
     )
     await stores.operations.add(record)
 
-    handed_back = await stores.operations.transition(record.id, OperationStatus.PENDING, LATER)
-
-    assert handed_back is not None
-    assert handed_back.worker_id is None and handed_back.heartbeat_at is None
-    assert handed_back.completed_at is None and handed_back.started_at == BASE_TIME
-
-
-async def test_transition_with_expected_version(
-    stores: Stores, make_operation: MakeOperation
-) -> None:
-    record = make_operation(status=OperationStatus.RUNNING, version=7)
-    await stores.operations.add(record)
-
-    stale = await stores.operations.transition(
-        record.id, OperationStatus.CANCELLED, LATER, expected_version=6
+    taken = await stores.operations.apply(
+        lifecycle.take_over(record, "new", lifecycle.RowCounts(2, 1), LATER)
     )
-    assert stale is None
-    assert await stores.operations.get(record.id) == record
 
-    results = await asyncio.gather(
-        *(
-            stores.operations.transition(
-                record.id, OperationStatus.PENDING, LATER, expected_version=7
-            )
-            for _ in range(5)
-        )
-    )
-    assert sum(r is not None for r in results) == 1
-
-
-async def test_transition_of_unknown_operation_is_none(stores: Stores) -> None:
-    assert await stores.operations.transition(uuid.uuid4(), OperationStatus.FAILED, LATER) is None
+    assert taken is not None and taken.status is OperationStatus.RUNNING
+    assert (taken.worker_id, taken.heartbeat_at, taken.resume_count) == ("new", LATER, 1)
+    assert (taken.processed_rows, taken.successful_rows, taken.error_count) == (3, 2, 1)
+    (event,) = await stores.events.read(after=0, limit=10)
+    assert event.severity is Severity.WARNING and "resumed" in event.message
 
 
 async def test_set_total_rows(stores: Stores, make_operation: MakeOperation) -> None:
@@ -339,23 +342,27 @@ async def test_set_total_rows(stores: Stores, make_operation: MakeOperation) -> 
     assert got is not None and got.total_rows == 42 and got.version == record.version
 
 
-async def test_heartbeat_renews_only_this_workers_running_operations(
+async def test_heartbeat_renews_only_this_workers_held_operations(
     stores: Stores, make_operation: MakeOperation
 ) -> None:
     running = make_operation(status=OperationStatus.RUNNING, worker_id="w1", heartbeat_at=BASE_TIME)
+    retrying = make_operation(
+        status=OperationStatus.RETRYING, worker_id="w1", heartbeat_at=BASE_TIME
+    )
     other = make_operation(status=OperationStatus.RUNNING, worker_id="w2", heartbeat_at=BASE_TIME)
     # Cancelled while held: a late heartbeat must not touch it.
     cancelled = make_operation(
         status=OperationStatus.CANCELLED, worker_id="w1", heartbeat_at=BASE_TIME
     )
-    for record in (running, other, cancelled):
+    for record in (running, retrying, other, cancelled):
         await stores.operations.add(record)
 
-    ids = [running.id, other.id, cancelled.id, uuid.uuid4()]
+    ids = [running.id, retrying.id, other.id, cancelled.id, uuid.uuid4()]
     await stores.operations.heartbeat(ids, "w1", LATER)
     await stores.operations.heartbeat([], "w1", LATER)
 
     assert await stores.operations.get(running.id) == replace(running, heartbeat_at=LATER)
+    assert await stores.operations.get(retrying.id) == replace(retrying, heartbeat_at=LATER)
     assert await stores.operations.get(other.id) == other
     assert await stores.operations.get(cancelled.id) == cancelled
 
@@ -373,33 +380,50 @@ async def test_running_lists_every_running_operation(
     assert {r.id for r in await stores.operations.running()} == {records[0].id, records[2].id}
 
 
-async def test_recount_recomputes_counters_from_row_states(
+async def test_counts_come_from_row_states(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
     record = make_operation(status=OperationStatus.RUNNING)
     await stores.operations.add(record)
+    assert await stores.operations.counts(record.id) == lifecycle.RowCounts(0, 0)
     states = [RowState.COMPLETED] * 3 + [RowState.FAILED] * 2
     states += [RowState.PENDING, RowState.RUNNING, RowState.WAITING_FOR_COMPLETION]
     rows = [make_row(record.id, n, state=s) for n, s in enumerate(states, start=1)]
-    # A wrong delta, as after a crash between flushes.
+    # A wrong delta, as after a crash between flushes: counts ignore the counters.
     await stores.rows.save(record.id, rows, ProgressDelta(processed=99, successful=1, failed=50))
 
-    recounted = await stores.operations.recount(record.id)
-
-    assert recounted is not None
-    assert (recounted.processed_rows, recounted.successful_rows, recounted.error_count) == (5, 3, 2)
-    assert await stores.operations.get(record.id) == recounted
-    assert await stores.operations.recount(uuid.uuid4()) is None
+    assert await stores.operations.counts(record.id) == lifecycle.RowCounts(3, 2)
+    assert await stores.operations.counts(uuid.uuid4()) == lifecycle.RowCounts(0, 0)
 
 
-async def test_recount_without_rows_is_zero(stores: Stores, make_operation: MakeOperation) -> None:
-    record = make_operation(processed_rows=4, successful_rows=4)
-    await stores.operations.add(record)
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_change_whose_event_fails_is_not_stored(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, make_operation: MakeOperation
+) -> None:
+    """A crash between a status change and its event cannot lose the event: both are one
+    transaction, so a failure while writing the event leaves the status unchanged."""
+    url = f"sqlite:///{tmp_path}/db.sqlite"
+    if kind == "postgres":
+        url = request.getfixturevalue("empty_postgres_url")
+    else:
+        migrate(url)
+    database = Database.from_url(url)
+    store, events = SqlStore(database), SqlEventStore(database)
+    try:
+        record = make_operation(status=OperationStatus.RUNNING, worker_id="w")
+        await store.add(record)
+        change = lifecycle.cancel(record, LATER)
+        broken = replace(change, events=(replace(change.events[0], message=None),))
 
-    recounted = await stores.operations.recount(record.id)
+        with pytest.raises(StorageError):
+            await store.apply(broken)
 
-    assert recounted is not None
-    assert (recounted.processed_rows, recounted.successful_rows, recounted.error_count) == (0, 0, 0)
+        assert await store.get(record.id) == record
+        assert await events.read(after=0, limit=10) == []
+        assert await store.apply(change) is not None  # the intact change goes through
+        assert [e.type for e in await events.read(after=0, limit=10)] == [EventType.CANCELLED]
+    finally:
+        await database.close()
 
 
 # SQL adapters: migrations, URLs and error translation. -----------------------------------

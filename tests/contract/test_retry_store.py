@@ -6,7 +6,8 @@ import asyncio
 import uuid
 from datetime import timedelta
 
-from bulkops.storage.records import ProgressDelta, RetryRequest, RowRecord
+from bulkops.storage import lifecycle
+from bulkops.storage.records import ProgressDelta, RetryRequest, RowRecord, StepState
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
 
@@ -17,7 +18,7 @@ async def finished_operation(
     """An operation that ended CompletedWithErrors with a mix of rows."""
     op = make_operation()
     await stores.operations.add(op)
-    claimed = await stores.operations.claim(op.id, op.version, "w", BASE_TIME)
+    claimed = await stores.operations.apply(lifecycle.claim(op, "w", BASE_TIME))
     assert claimed is not None
 
     def failed(number: int, step: int, error: ErrorType, attempt: int = 0) -> RowRecord:
@@ -32,18 +33,27 @@ async def finished_operation(
             retry_attempt=attempt,
         )
 
+    timed_out = failed(4, 1, ErrorType.TIMEOUT, attempt=1)
+    timed_out.steps = [
+        StepState("step-0", 0, RowState.COMPLETED, 1, BASE_TIME, BASE_TIME),
+        StepState(
+            "step-1", 1, RowState.FAILED, 1, BASE_TIME, BASE_TIME, ErrorType.TIMEOUT, "late", "k"
+        ),
+        StepState("step-2", 2),
+    ]
+    timed_out.waiting_since, timed_out.signal_key = BASE_TIME, "k"
     rows = [
         make_row(op.id, 1),
         failed(2, -1, ErrorType.VALIDATION),
         failed(3, 0, ErrorType.STEP_FAILURE),
-        failed(4, 1, ErrorType.TIMEOUT, attempt=1),
+        timed_out,
         failed(5, 2, ErrorType.STEP_FAILURE),
     ]
     await stores.rows.save(op.id, rows, ProgressDelta(5, 1, 4))
-    done = await stores.operations.transition(
-        op.id, OperationStatus.COMPLETED_WITH_ERRORS, BASE_TIME
+    done = await stores.operations.apply(
+        lifecycle.finish(claimed, lifecycle.RowCounts(1, 4), BASE_TIME)
     )
-    assert done is not None
+    assert done is not None and done.status is OperationStatus.COMPLETED_WITH_ERRORS
     return op.id, done.version
 
 
@@ -73,6 +83,16 @@ async def test_begin_retry_resets_qualifying_rows_and_snapshots_them(
     )
     assert (states[4].state, states[4].retry_attempt) == (RowState.PENDING, 2)
     assert states[3].error_type is None and states[3].error_message is None
+    # The timed-out step starts afresh (its clock too); the completed step stays completed.
+    assert [s.state for s in states[4].steps] == [RowState.COMPLETED, RowState.PENDING] * 1 + [
+        RowState.PENDING
+    ]
+    assert states[4].steps[1].started_at is None and states[4].steps[1].error_type is None
+    assert (states[4].waiting_since, states[4].signal_key) == (None, None)
+    events = await stores.events.read(after=0, limit=10, operation_id=operation_id)
+    assert [e.message for e in events][-1] == (
+        "Status changed from CompletedWithErrors to Retrying"
+    )
     assert states[2] is not None and states[2].state is RowState.FAILED  # validation
     assert states[5] is not None and states[5].state is RowState.FAILED  # step disallows
 
@@ -88,7 +108,7 @@ async def test_begin_retry_resets_qualifying_rows_and_snapshots_them(
     assert [h.row_number for h in one.items] == [4]
 
     pending = [
-        r.row_number async for r in stores.rows.iterate(operation_id, state=RowState.PENDING)
+        r.row_number async for r in stores.rows.iterate(operation_id, states=(RowState.PENDING,))
     ]
     assert pending == [3, 4]
 
@@ -160,6 +180,9 @@ async def test_iterate_by_state_pages_through_matching_rows(
     ]
     await stores.rows.save(op.id, rows, ProgressDelta())
     found = [
-        r.row_number async for r in stores.rows.iterate(op.id, batch_size=4, state=RowState.PENDING)
+        r.row_number
+        async for r in stores.rows.iterate(op.id, batch_size=4, states=(RowState.PENDING,))
     ]
     assert found == list(range(3, 31, 3))
+    both = stores.rows.iterate(op.id, batch_size=7, states=(RowState.PENDING, RowState.COMPLETED))
+    assert [r.row_number async for r in both] == list(range(1, 31))

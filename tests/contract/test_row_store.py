@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from bulkops.storage import lifecycle
 from bulkops.storage.records import (
+    Fence,
     OperationRecord,
     ProgressDelta,
     RowQuery,
@@ -19,7 +21,14 @@ from bulkops.storage.records import (
     StepState,
 )
 from bulkops.storage.sql import Database, SqlStore, migrate
-from bulkops.storage.states import ErrorType, OperationStatus, RowState
+from bulkops.storage.sql.codec import (
+    ROW_COLUMNS,
+    check_records_match_tables,
+    postgres_timestamp,
+    row_decoder,
+    row_encoder,
+)
+from bulkops.storage.states import ErrorType, EventType, OperationStatus, RowState
 
 if TYPE_CHECKING:
     from tests.contract.conftest import Stores
@@ -133,11 +142,46 @@ async def test_save_reports_a_cancellation(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
     op = await _running(stores, make_operation)
-    await stores.operations.transition(op.id, OperationStatus.CANCELLED, T0)
+    await stores.operations.apply(lifecycle.cancel(op, T0))
 
     status = await stores.rows.save(op.id, [make_row(op.id, 1)], ProgressDelta(1, 1, 0))
 
     assert status is OperationStatus.CANCELLED
+
+
+async def test_save_writes_its_events_with_the_rows(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = await _running(stores, make_operation)
+    failed = make_row(op.id, 2, state=RowState.FAILED, error_type=ErrorType.PROCESSING)
+    event = lifecycle.row_failed_event(op, failed, T0)
+
+    await stores.rows.save(op.id, [make_row(op.id, 1), failed], ProgressDelta(2, 1, 1), [event])
+
+    (stored,) = await stores.events.read(after=0, limit=10)
+    assert stored.type is EventType.ROW_FAILED and stored.message == event.message
+
+
+async def test_save_is_fenced_to_the_worker_holding_the_operation(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation(status=OperationStatus.RUNNING, worker_id="holder")
+    await stores.operations.add(op)
+    event = lifecycle.row_failed_event(op, make_row(op.id, 1), T0)
+
+    late = await stores.rows.save(
+        op.id, [make_row(op.id, 1)], ProgressDelta(1, 1, 0), [event], fence=Fence("former")
+    )
+    held = await stores.rows.save(
+        op.id, [make_row(op.id, 2)], ProgressDelta(1, 1, 0), fence=Fence("holder")
+    )
+
+    assert late is None and held is OperationStatus.RUNNING
+    assert await stores.rows.get_row(op.id, 1) is None
+    assert await stores.rows.get_row(op.id, 2) is not None
+    got = await stores.operations.get(op.id)
+    assert got is not None and got.processed_rows == 1
+    assert await stores.events.read(after=0, limit=10) == []
 
 
 async def test_save_for_unknown_operation_writes_nothing(stores: Stores, make_row: MakeRow) -> None:
@@ -273,20 +317,6 @@ async def test_page_pages(stores: Stores, make_operation: MakeOperation, make_ro
         await stores.rows.page(RowQuery(op.id, page=0))
 
 
-async def test_final_row_numbers(
-    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
-) -> None:
-    op = await _running(stores, make_operation)
-    await _save_mixed(stores, op, make_row)
-
-    assert await stores.rows.final_row_numbers(op.id, 0, 100) == [1, 2, 4, 7, 8]
-    assert await stores.rows.final_row_numbers(op.id, 2, 2) == [4, 7]
-    assert await stores.rows.final_row_numbers(op.id, 7, 10) == [8]
-    assert await stores.rows.final_row_numbers(op.id, 8, 10) == []
-    assert await stores.rows.final_row_numbers(op.id, 0, 0) == []
-    assert await stores.rows.final_row_numbers(uuid.uuid4(), 0, 10) == []
-
-
 @pytest.mark.parametrize("batch_size", [1, 3, 4, 1000])
 async def test_iterate_yields_every_row_in_order(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow, batch_size: int
@@ -382,5 +412,33 @@ async def test_iterate_round_trips_every_field_of_rich_rows(
     ]
     await stores.rows.save(op.id, rows, ProgressDelta())
     assert [r async for r in stores.rows.iterate(op.id, batch_size=3)] == rows
-    waiting = stores.rows.iterate(op.id, state=RowState.WAITING_FOR_COMPLETION)
+    waiting = stores.rows.iterate(op.id, states=(RowState.WAITING_FOR_COMPLETION,))
     assert [r async for r in waiting] == [rows[0], rows[3]]
+
+
+def test_the_codec_follows_the_table_definitions() -> None:
+    check_records_match_tables()
+    row = RowRecord(
+        operation_id=uuid.uuid4(),
+        row_number=7,
+        state=RowState.FAILED,
+        row_id="id",
+        step_index=1,
+        step_name="s",
+        error_type=ErrorType.TIMEOUT,
+        error_message="m",
+        retry_attempt=2,
+        signal_key="k",
+        row_data={"a": 1},
+        steps=[StepState("s", 0)],
+        waiting_since=datetime(2024, 1, 1, tzinfo=UTC),
+        completed_at=datetime(2024, 1, 2, tzinfo=UTC),
+    )
+    encoded = dict(
+        zip(ROW_COLUMNS, row_encoder(row.operation_id, postgres_timestamp)(row), strict=True)
+    )
+    assert encoded["row_number"] == 7 and encoded["state"] == "Failed"
+    assert encoded["retry_attempt"] == 2 and encoded["signal_key"] == "k"
+    assert encoded["waiting_since"] == row.waiting_since and encoded["row_data"] == '{"a": 1}'
+    decoded = row_decoder(row.operation_id)(tuple(encoded[c] for c in ROW_COLUMNS[1:]))
+    assert decoded == row

@@ -19,6 +19,14 @@ HERE = Path(__file__).parent
 TERMINAL = {"Completed", "CompletedWithErrors", "Failed", "Cancelled"}
 
 pytestmark = pytest.mark.e2e
+E2E_TIMEOUT = 300  # processes start slowly on a loaded machine; deadlines inside stay tight
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give tests that start processes more time than the suite's default."""
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
 
 
 def free_port() -> int:
@@ -31,7 +39,13 @@ def free_port() -> int:
 class Process:
     """A running ``bulkops`` command with its log file."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        log: Path,
+        preexec: Callable[[], None] | None = None,
+    ) -> None:
         self.args = args
         self.log = log
         self._log_handle = log.open("wb")
@@ -40,6 +54,7 @@ class Process:
             env=env,
             stdout=self._log_handle,
             stderr=subprocess.STDOUT,
+            preexec_fn=preexec,
         )
 
     def output(self) -> str:
@@ -84,10 +99,11 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Process]]:
         }
     )
 
-    def start(*args: str, **env: Any) -> Process:
+    def start(*args: str, preexec: Callable[[], None] | None = None, **env: Any) -> Process:
         full_env = dict(base_env)
         full_env.update({f"BULKOPS_{k.upper()}": str(v) for k, v in env.items()})
-        process = Process(list(args), full_env, tmp_path / f"process-{len(started)}.log")
+        log = tmp_path / f"process-{len(started)}.log"
+        process = Process(list(args), full_env, log, preexec)
         started.append(process)
         return process
 
@@ -96,7 +112,7 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Process]]:
         process.stop()
 
 
-def wait_ready(process: Process, url: str, timeout: float = 30) -> None:
+def wait_ready(process: Process, url: str, timeout: float = 120) -> None:
     """Poll /health/live until the server answers."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -112,7 +128,8 @@ def wait_ready(process: Process, url: str, timeout: float = 30) -> None:
 
 
 def serve(spawn: Callable[..., Process], *args: str, **env: Any) -> tuple[Process, str]:
-    """Start ``bulkops serve`` on a free port and wait until it answers."""
+    """Start ``bulkops serve`` on a free port and wait until it answers (``preexec`` runs in
+    the child before it starts, e.g. to set resource limits)."""
     port = free_port()
     process = spawn("serve", "--port", str(port), *args, **env)
     url = f"http://127.0.0.1:{port}"
@@ -137,7 +154,7 @@ def status_of(url: str, operation_id: str) -> dict[str, Any]:
     return body
 
 
-def wait_terminal(url: str, operation_id: str, timeout: float = 30) -> dict[str, Any]:
+def wait_terminal(url: str, operation_id: str, timeout: float = 60) -> dict[str, Any]:
     """Poll the status until terminal."""
     found: dict[str, Any] = {}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -58,3 +59,24 @@ class E2ERetry(bo.RowOperation[FailMeta, Item]):
         failing = Path(metadata.fail_file)
         if failing.exists() and row.name in failing.read_text().split():
             raise RuntimeError(f"{row.name} is on the fail list")
+
+
+class SlowMeta(bo.Metadata):
+    log: str
+    delay_ms: int = 5
+
+
+@bo.operation("slow-log", description="Each row waits a little, then appends its name to a log")
+class SlowLog(bo.RowOperation[SlowMeta, Item]):
+    async def process_row(self, row: Item, metadata: SlowMeta) -> None:
+        await asyncio.sleep(metadata.delay_ms / 1000)
+        # One write per row: the side effect that a test counts to find rows run twice.
+        with open(metadata.log, "a") as log:
+            log.write(row.name + "\n")
+
+
+@bo.operation("e2e-limited", rate_limit="5/s", description="Five calls a second, logged")
+class E2ELimited(bo.RowOperation[LogMeta, Item]):
+    async def process_row(self, row: Item, metadata: LogMeta) -> None:
+        with open(metadata.log, "a") as log:
+            log.write(f"{time.time()} {row.name}\n")

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CHECKED = {"PASS", "MISS"}
-SCENARIOS = list(range(1, 9))
+SCENARIOS = list(range(1, 10))
 WITH_RATIOS = {1, 3, 6, 8}  # every throughput figure comes with its ratio to the reference
 
 pytestmark = pytest.mark.e2e
@@ -36,6 +36,7 @@ def _check_measured(scenario: dict[str, Any]) -> None:
     assert all(_is_number(v) for v in scenario["ratios"].values()), scenario
 
 
+@pytest.mark.timeout(660)  # a loaded machine slows every scenario; no figure is checked
 def test_quick_benchmark_reports_every_scenario(tmp_path: Path) -> None:
     out = tmp_path / "q.json"
     command = [sys.executable, "-m", "benchmarks.run", "--quick", "--out", str(out)]
@@ -44,7 +45,7 @@ def test_quick_benchmark_reports_every_scenario(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=600,
         check=False,
     )
     assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]

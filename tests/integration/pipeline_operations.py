@@ -146,4 +146,20 @@ class ObjectSteps(bo.PipelineOperation[Meta, Person]):
         LOG.append((row.name, "Register"))
 
 
-ALL = [Onboard, Approval, ApprovalTimeout, Provision, ObjectSteps]
+@bo.operation(
+    "approval-retry",
+    description="A signal step that times out, retried",
+    retryable=True,
+    track_row_data=True,
+)
+class ApprovalRetry(bo.PipelineOperation[Meta, Person]):
+    @bo.signal_step("Approve", order=1, key=_approver, timeout=timedelta(seconds=3))
+    async def ask(self, row: Person, metadata: Meta) -> None:
+        LOG.append((row.name, "Approve"))
+
+    @bo.step("Finish", order=2)
+    async def finish(self, row: Person, metadata: Meta) -> None:
+        LOG.append((row.name, "Finish"))
+
+
+ALL = [Onboard, Approval, ApprovalTimeout, Provision, ObjectSteps, ApprovalRetry]

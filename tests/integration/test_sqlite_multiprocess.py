@@ -1,8 +1,8 @@
 """Two OS processes share one SQLite file, as an API process and a worker process do.
 
-They hammer ``save`` / ``claim`` / ``transition`` / ``append`` at the same time. No "database
-is locked" error may escape, counters must end exact, and exactly one claimer of each
-(id, version) wins.
+They hammer ``save`` / ``apply`` (claims and failures) / ``append`` at the same time. No
+"database is locked" error may escape, counters must end exact, exactly one claimer of each
+(id, version) wins, and every change's event is stored once.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import multiprocessing
 import queue
 import traceback
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     EventRecord,
     OperationRecord,
@@ -70,11 +72,13 @@ async def _hammer(
             if batch % 5 == 0:
                 # Reads, then writes: only BEGIN IMMEDIATE keeps this free of SQLITE_BUSY,
                 # and only atomicity keeps the counters exact while the other process saves.
-                await store.recount(counted)
+                await store.counts(counted)
 
     async def claim_all(claimer: int) -> None:
         for operation_id in raced:
-            if await store.claim(operation_id, 0, f"{worker}/{claimer}", NOW) is not None:
+            pending = replace(_operation(), id=operation_id)
+            change = lifecycle.claim(pending, f"{worker}/{claimer}", NOW)
+            if await store.apply(change) is not None:
                 claimed.append(str(operation_id))
             event = EventRecord(
                 counted, "import-users", EventType.CREATED, Severity.INFO, worker, NOW
@@ -88,9 +92,8 @@ async def _hammer(
         barrier.wait(TIMEOUT)  # every claim is done everywhere before the transitions race
         failed = []
         for operation_id in raced:
-            moved = await store.transition(
-                operation_id, OperationStatus.FAILED, NOW, expected_version=1
-            )
+            running = replace(_operation(OperationStatus.RUNNING), id=operation_id, version=1)
+            moved = await store.apply(lifecycle.fail(running, worker, NOW))
             if moved is not None:
                 failed.append(str(operation_id))
         return {"claimed": claimed, "failed": failed}
@@ -165,7 +168,7 @@ async def _inspect(url: str, counted: uuid.UUID, raced: list[uuid.UUID]) -> dict
         return {
             "counted": await store.get(counted),
             "rows": (await store.page(RowQuery(counted, page_size=1))).total_count,
-            "recounted": await store.recount(counted),
+            "recounted": await store.counts(counted),
             "raced": [await store.get(operation_id) for operation_id in raced],
             "events": await events.read(after=0, limit=10_000),
         }
@@ -192,11 +195,12 @@ def test_two_processes_share_one_sqlite_file(tmp_path: Path) -> None:
     total = PROCESSES * BATCHES * BATCH_SIZE
     assert found["rows"] == total
     assert found["counted"].processed_rows == found["counted"].successful_rows == total
-    assert found["recounted"].processed_rows == total
+    assert found["recounted"].processed == total
     assert all(r.status is OperationStatus.FAILED and r.version == 2 for r in found["raced"])
     sequences = [e.sequence for e in found["events"]]
     appended = PROCESSES * CLAIMERS_PER_PROCESS * RACED_OPERATIONS * 2
-    assert len(sequences) == len(set(sequences)) == appended
+    # One StatusChanged per claim and one Failed per failure: only the winners' events.
+    assert len(sequences) == len(set(sequences)) == appended + 2 * RACED_OPERATIONS
     assert sequences == sorted(sequences)
 
 

@@ -6,7 +6,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -14,7 +14,8 @@ import bulkops as bo
 from bulkops.clock import utcnow
 from bulkops.definition import Registry
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
-from bulkops.engine.scheduler import WorkScheduler
+from bulkops.engine.scheduler import SchedulerConfig, WorkScheduler
+from bulkops.storage import lifecycle
 from bulkops.storage.files import open_file_store
 from bulkops.storage.memory import MemoryEventStore, MemoryStore
 from bulkops.storage.records import OperationRecord
@@ -45,12 +46,11 @@ def _clear() -> None:
 
 @pytest.fixture
 def stores() -> Stores:
-    memory = MemoryStore()
+    events = MemoryEventStore()
+    memory = MemoryStore(events)
+    files = open_file_store("memory://")
     return Stores(
-        operations=memory,
-        rows=memory,
-        events=MemoryEventStore(),
-        files=open_file_store("memory://"),
+        operations=memory, rows=memory, events=events, files=files, limits=memory, chunks=memory
     )
 
 
@@ -60,7 +60,12 @@ def scheduler(stores: Stores, name: str, **options: float) -> WorkScheduler:
         stores,
         ProcessorConfig(worker_id=name, flush_rows=2, flush_interval=0.01, heartbeat_interval=0.02),
     )
-    return WorkScheduler(processor, worker_count=2, **options)  # type: ignore[arg-type]
+    return WorkScheduler(processor, SchedulerConfig(worker_count=2, **options))  # type: ignore[arg-type]
+
+
+async def hold(stores: Stores, record: OperationRecord, worker: str, at: datetime) -> None:
+    """Store ``record`` as claimed by ``worker`` at ``at``."""
+    assert await stores.operations.apply(lifecycle.claim(record, worker, at)) is not None
 
 
 async def _bytes(data: bytes) -> AsyncIterator[bytes]:
@@ -122,21 +127,19 @@ async def test_enqueue_ignores_duplicates_and_finished_operations(stores: Stores
 
 async def test_stuck_operations_are_failed_by_the_sweeper(stores: Stores) -> None:
     record = await add_operation(stores, rows=1)
-    long_ago = utcnow() - timedelta(hours=1)
-    claimed = await stores.operations.claim(record.id, record.version, "gone", long_ago)
-    assert claimed is not None
+    await hold(stores, record, "gone", utcnow() - timedelta(hours=1))
     worker = scheduler(stores, "w1", stuck_timeout=60)
     await worker.sweep_stuck()
     final = await stores.operations.get(record.id)
     assert final is not None and final.status is OperationStatus.FAILED
     assert "stuck-operation timeout (60 s)" in (final.error_message or "")
     events = await stores.events.read(after=0, limit=10, operation_id=record.id)
-    assert [e.type for e in events] == [EventType.FAILED]
+    assert [e.type for e in events] == [EventType.STATUS_CHANGED, EventType.FAILED]
 
 
 async def test_recent_running_operations_are_left_alone(stores: Stores) -> None:
     record = await add_operation(stores, rows=1)
-    await stores.operations.claim(record.id, record.version, "busy", utcnow())
+    await hold(stores, record, "busy", utcnow())
     await scheduler(stores, "w1", stuck_timeout=60).sweep_stuck()
     final = await stores.operations.get(record.id)
     assert final is not None and final.status is OperationStatus.RUNNING
@@ -167,7 +170,7 @@ async def test_held_operations_get_heartbeats(stores: Stores) -> None:
         stores,
         ProcessorConfig(worker_id="w1", flush_interval=0.01, heartbeat_interval=0.02),
     )
-    worker = WorkScheduler(processor, worker_count=1)
+    worker = WorkScheduler(processor, SchedulerConfig(worker_count=1))
     record = await add_operation(stores, rows=1, operation_name="hold")
     await worker.start()
     claimed_at = None

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -225,10 +225,10 @@ class ClosingRows:
         operation_id: uuid.UUID,
         *,
         batch_size: int = 1000,
-        state: RowState | None = None,
+        states: Collection[RowState] | None = None,
     ) -> AsyncIterator[RowRecord]:
         try:
-            async for row in self.store.iterate(operation_id, batch_size=batch_size, state=state):
+            async for row in self.store.iterate(operation_id, batch_size=batch_size, states=states):
                 yield row
         finally:
             self.closed = True

@@ -7,8 +7,10 @@ import bulkops
 
 def test_exported_members() -> None:
     assert bulkops.__all__ == [
+        "BatchOperation",
         "BulkOpsError",
         "ErrorType",
+        "GatewaySettings",
         "Metadata",
         "OperationStatus",
         "PipelineOperation",
@@ -23,6 +25,7 @@ def test_exported_members() -> None:
         "ValidationError",
         "Worker",
         "create_app",
+        "create_gateway",
         "operation",
         "polling_step",
         "signal_step",

@@ -11,6 +11,7 @@ import pytest
 from bulkops.clock import utcnow
 from bulkops.engine.recovery import CRASHED_MESSAGE, ROW_MESSAGE, OrphanRecovery
 from bulkops.errors import StorageError
+from bulkops.storage import lifecycle
 from bulkops.storage.memory import MemoryEventStore, MemoryStore
 from bulkops.storage.records import OperationRecord, ProgressDelta, RowRecord, StepState
 from bulkops.storage.states import ErrorType, EventType, OperationStatus, RowState
@@ -37,7 +38,7 @@ def record(**overrides: object) -> OperationRecord:
 async def running(store: MemoryStore, heartbeat_age: timedelta) -> OperationRecord:
     op = record()
     await store.add(op)
-    claimed = await store.claim(op.id, op.version, "w", utcnow() - heartbeat_age)
+    claimed = await store.apply(lifecycle.claim(op, "w", utcnow() - heartbeat_age))
     assert claimed is not None
     return claimed
 
@@ -57,14 +58,16 @@ def waiting_row(operation_id: uuid.UUID, number: int, age: timedelta) -> RowReco
 
 
 async def test_operations_of_dead_workers_fail_and_live_ones_are_left_alone() -> None:
-    store, events = MemoryStore(), MemoryEventStore()
+    events = MemoryEventStore()
+    store = MemoryStore(events)
     dead = await running(store, timedelta(minutes=10))
     await store.save(dead.id, [waiting_row(dead.id, 1, timedelta(minutes=9))], ProgressDelta())
     crashed = await running(store, timedelta(minutes=10))
     alive = await running(store, timedelta(seconds=1))
     await store.save(alive.id, [waiting_row(alive.id, 1, timedelta(hours=1))], ProgressDelta())
 
-    recovered = await OrphanRecovery(store, store, events, orphan_age=300).run(utcnow())
+    start = (await events.read(after=None, limit=1))[-1].sequence
+    recovered = await OrphanRecovery(store, store, orphan_age=300).run(utcnow())
     assert {r.id for r in recovered} == {dead.id, crashed.id}
     row = await store.get_row(dead.id, 1)
     assert row is not None and (row.state, row.error_type, row.error_message) == (
@@ -79,7 +82,7 @@ async def test_operations_of_dead_workers_fail_and_live_ones_are_left_alone() ->
     assert failed_crashed is not None and failed_crashed.error_message == CRASHED_MESSAGE
     still = await store.get(alive.id)
     assert still is not None and still.status is OperationStatus.RUNNING
-    feed = await events.read(after=0, limit=10)
+    feed = await events.read(after=start, limit=10)
     assert [e.type for e in feed] == [EventType.FAILED, EventType.FAILED]
 
 
@@ -93,8 +96,6 @@ async def test_an_unreachable_database_logs_a_warning_and_returns(
 ) -> None:
     store = DownStore()
     with caplog.at_level(logging.WARNING, logger="bulkops.engine"):
-        recovered = await OrphanRecovery(store, store, MemoryEventStore(), orphan_age=1).run(
-            utcnow()
-        )
+        recovered = await OrphanRecovery(store, store, orphan_age=1).run(utcnow())
     assert recovered == []
     assert any("Orphaned step recovery skipped" in r.message for r in caplog.records)

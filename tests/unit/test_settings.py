@@ -44,3 +44,29 @@ def test_wildcard_cors_origin_is_rejected() -> None:
 def test_invalid_values_are_rejected(field: str, value: object) -> None:
     with pytest.raises(pydantic.ValidationError):
         Settings(**{field: value})
+
+
+def test_a_short_orphan_age_alone_shortens_the_heartbeat_instead_of_refusing() -> None:
+    settings = Settings(orphan_age=2, enable_orphaned_step_recovery=True)
+    assert settings.effective_heartbeat_interval == pytest.approx(2 / 3)
+    short = Settings(abandon_after=3)
+    assert short.effective_heartbeat_interval == 1
+    assert Settings().effective_heartbeat_interval == 5
+    assert Settings(heartbeat_interval=1.5).effective_heartbeat_interval == 1.5
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"heartbeat_interval": 30}, "shorter than BULKOPS_ABANDON_AFTER"),
+        (
+            {"heartbeat_interval": 5, "orphan_age": 4, "enable_orphaned_step_recovery": True},
+            "shorter than BULKOPS_ORPHAN_AGE",
+        ),
+    ],
+)
+def test_values_the_user_set_that_contradict_each_other_are_refused(
+    values: dict[str, object], message: str
+) -> None:
+    with pytest.raises(pydantic.ValidationError, match=message):
+        Settings(**values)

@@ -8,19 +8,23 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
+from bulkops.api.auth import AccessControl, UserResolver
+from bulkops.api.auth.middleware import OPENAPI_URL, AccessMiddleware
 from bulkops.api.errors import install_error_handlers
+from bulkops.api.openapi import install_openapi
 from bulkops.api.routes import bulks, events, export, health, retry, signals
 from bulkops.api.routes import operations as discovery
+from bulkops.dashboard import dashboard_router
 from bulkops.definition.operation import OperationDefinition
 from bulkops.runtime import Runtime, build_registry
 from bulkops.settings import Settings
-
-OPENAPI_URL = "/openapi/v1.json"
 
 
 def create_app(
     operations: Sequence[type | OperationDefinition] | None = None,
     settings: Settings | None = None,
+    *,
+    user_resolver: UserResolver | None = None,
 ) -> FastAPI:
     """Build the bulkops ASGI app.
 
@@ -28,13 +32,21 @@ def create_app(
         operations: Operation classes (decorated with ``@bulkops.operation``) to serve;
             default: those named in ``settings.operations``, else the built-in examples.
         settings: Configuration; default: read from ``BULKOPS_*`` environment variables.
+        user_resolver: ``resolver(request) -> str | None`` (may be async) naming the
+            creator (``createdBy``) of an operation; default: the authenticated
+            principal's name (token name, or the JWT's ``sub`` / ``preferred_username`` /
+            ``name``). ``bulkops.api.auth.principal_of(request)`` gives the principal.
 
     Returns:
         A FastAPI app. Its lifespan opens storage and, unless ``settings.role`` is
         ``"api"``, processes operations in the background.
+
+    Raises:
+        AuthConfigurationError: A custom policy (``BULKOPS_*_POLICY``) cannot be loaded.
     """
     settings = settings or Settings()
     registry = build_registry(operations, settings)
+    access = AccessControl.from_settings(settings, user_resolver=user_resolver)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -46,6 +58,7 @@ def create_app(
             yield
         finally:
             await runtime.close()
+            await access.aclose()
 
     app = FastAPI(
         title="bulkops",
@@ -56,16 +69,22 @@ def create_app(
         redoc_url=None,
         lifespan=lifespan,
     )
+    app.state.access = access
     install_error_handlers(app)
     for routes in (discovery, bulks, export, retry, signals, events, health):
         app.include_router(routes.router)
+    app.include_router(dashboard_router())
+    install_openapi(app, registry, access)
+    if access.enabled:
+        app.add_middleware(AccessMiddleware, access=access)
     if settings.cors_origins:
+        # Added last, so it wraps access control: preflights and 401s carry CORS headers.
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
             allow_credentials=True,
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["Content-Disposition", "Location"],
+            expose_headers=["Content-Disposition", "Location", "Idempotent-Replayed"],
         )
     return app

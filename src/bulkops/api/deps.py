@@ -1,12 +1,17 @@
-"""Request-scoped access to the runtime and common parameters."""
+"""Request-scoped access to the runtime, access control and common parameters."""
 
 from __future__ import annotations
 
+import re
 import uuid
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Query, Request
+from pydantic import BeforeValidator
+from starlette.convertors import CONVERTOR_TYPES, StringConvertor, register_url_convertor
 
+from bulkops.api.auth import AccessControl
 from bulkops.errors import NotFound
 from bulkops.runtime import Runtime
 
@@ -19,7 +24,17 @@ async def get_runtime(request: Request) -> Runtime:
     return runtime
 
 
-async def operation_id(id: str) -> uuid.UUID:
+async def get_access(request: Request) -> AccessControl:
+    """The app's access control (policies, attribution)."""
+    access: AccessControl = request.app.state.access
+    return access
+
+
+async def operation_id(
+    id: Annotated[
+        str, Path(description="The operation's GUID", json_schema_extra={"format": "uuid"})
+    ],
+) -> uuid.UUID:
     """The ``{id}`` path parameter: a GUID, else 404 (malformed ids name no operation)."""
     try:
         return uuid.UUID(id)
@@ -27,5 +42,60 @@ async def operation_id(id: str) -> uuid.UUID:
         raise NotFound(f"Operation {id} not found") from None
 
 
+class BulkIdConvertor(StringConvertor):
+    """``{id:bulk_id}``: any path segment except ``validate``.
+
+    ``/api/bulks/validate`` is the POST-only validate route; without this, GET on it would
+    be read as the detail of an operation named "validate" (404) instead of 405.
+    """
+
+    regex = "(?!validate$)[^/]+"
+
+
+if "bulk_id" not in CONVERTOR_TYPES:
+    register_url_convertor("bulk_id", BulkIdConvertor())
+
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _date_time_text(value: Any) -> Any:
+    # pydantic would also take a bare number (Unix time) or a date; the contract says
+    # ISO 8601 instants, so anything else is a 400.
+    if isinstance(value, str) and not _DATE_TIME.match(value.strip()):
+        raise ValueError("expected an ISO 8601 date-time such as 2024-05-01T12:00:00Z")
+    return value
+
+
+IsoDateTime = Annotated[datetime, BeforeValidator(_date_time_text)]
+# Integer query values are bounded so that no value can overflow a database integer (page
+# numbers multiply by the page size): out of range is a 400, not a storage failure.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Page = Annotated[
+    int | None,
+    Query(ge=INT32_MIN, le=INT32_MAX, description="1-based page (default 1; below 1 means 1)"),
+]
+PageSize = Annotated[
+    int | None,
+    Query(
+        alias="pageSize",
+        ge=INT32_MIN,
+        le=INT32_MAX,
+        description="Items per page (default 25, clamped to 1..1000)",
+    ),
+]
+# Row numbers are stored as 32-bit integers.
+RowNumber = Annotated[
+    int | None, Query(alias="rowNumber", ge=INT32_MIN, le=INT32_MAX, description="Row number")
+]
+Since = Annotated[
+    int | None,
+    Query(ge=INT64_MIN, le=INT64_MAX, description="Exclusive sequence cursor"),
+]
+Limit = Annotated[
+    int | None,
+    Query(ge=INT32_MIN, le=INT32_MAX, description="At most this many (default 100, 1..1000)"),
+]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+AccessDep = Annotated[AccessControl, Depends(get_access)]
 OperationId = Annotated[uuid.UUID, Depends(operation_id)]

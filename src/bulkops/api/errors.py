@@ -3,23 +3,59 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
+from bulkops.api.auth.errors import NotAuthenticated
 from bulkops.errors import ServiceError, StorageError
 
 log = logging.getLogger("bulkops.api")
 
 
-def error_response(status_code: int, message: str, **extra: Any) -> JSONResponse:
-    """A JSON error answer."""
+def error_response(
+    status_code: int,
+    message: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    """A JSON error answer; ``extra`` adds machine fields to the body."""
     body: dict[str, Any] = {"error": message}
     body.update({key: value for key, value in extra.items() if value is not None})
-    return JSONResponse(body, status_code=status_code)
+    return JSONResponse(body, status_code=status_code, headers=headers)
+
+
+def service_error_response(exc: ServiceError) -> JSONResponse:
+    """The answer to a refused request; a 401 carries its ``WWW-Authenticate`` challenge."""
+    headers = {"WWW-Authenticate": exc.challenge} if isinstance(exc, NotAuthenticated) else None
+    return error_response(exc.status_code, exc.message, headers=headers, **exc.extra)
+
+
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` value for the request's path: every method some route answers there.
+
+    Starlette names only the methods of the first route that matched the path, but a path
+    such as ``/api/bulks`` has a GET route and a POST route. Each method is tried against
+    the router (``BaseRoute.matches``), which also sees into included routers.
+    """
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+    return ", ".join(allowed)
 
 
 def _describe_request_errors(exc: RequestValidationError) -> str:
@@ -35,7 +71,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        return error_response(exc.status_code, exc.message, **exc.extra)
+        return service_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def request_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -44,7 +80,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else "Request failed"
-        return error_response(exc.status_code, message)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)  # RFC 9110: a 405 lists them
+        return error_response(exc.status_code, message, headers=headers or None)
 
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, exc: StorageError) -> JSONResponse:

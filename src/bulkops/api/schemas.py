@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Self, TypeVar
+from typing import Annotated, Any, Generic, Self, TypeVar
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from bulkops.definition.operation import PROCESS_STEP, OperationDefinition
-from bulkops.engine.signals import SignalResult
+from bulkops.service.signals import SignalResult
 from bulkops.storage.records import (
     Page,
     RowRecord,
@@ -19,6 +19,11 @@ from bulkops.storage.records import (
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 
 ItemT = TypeVar("ItemT")
+
+# "Has a character that is not whitespace", where whitespace is exactly what Python's
+# str.strip() removes (which is more than JSON Schema's \s), so the schema says what the
+# service checks.
+NON_BLANK = "[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 
 
 class Schema(BaseModel):
@@ -37,6 +42,20 @@ class ErrorBody(Schema):
 
     error: str
     reason: str | None = None
+
+
+class HealthCheckSchema(Schema):
+    """The outcome of one readiness check."""
+
+    status: str
+    error: str | None = None
+
+
+class HealthSchema(Schema):
+    """A liveness or readiness answer: ``Healthy`` or ``Unhealthy`` and the checks run."""
+
+    status: str
+    checks: dict[str, HealthCheckSchema] | None = None
 
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -61,10 +80,20 @@ class OperationDescriptor(Schema):
     metadata_fields: list[FieldSchema]
     file_columns: list[FieldSchema]
     steps: list[str]
+    is_batch: bool = False
+    batch_size: int | None = None
+    tolerated_failure_count: int | None = None
+    tolerated_failure_percentage: float | None = None
+    rate_limit: str | None = None
+    step_rate_limits: dict[str, str] | None = None
+    csv_delimiter: str | None = None
+    schema_version: str | None = None
 
     @classmethod
     def of(cls, definition: OperationDefinition) -> OperationDescriptor:
         """Map a definition."""
+        controls = definition.controls
+        step_limits = {s.name: s.rate_limit.text for s in definition.steps if s.rate_limit}
         return cls(
             name=definition.name,
             description=definition.description,
@@ -72,6 +101,14 @@ class OperationDescriptor(Schema):
             metadata_fields=[FieldSchema.from_record(f) for f in definition.metadata_fields],
             file_columns=[FieldSchema.from_record(f) for f in definition.file_columns],
             steps=[step.name for step in definition.steps],
+            is_batch=definition.is_batch,
+            batch_size=controls.batch_size,
+            tolerated_failure_count=controls.tolerated_failure_count,
+            tolerated_failure_percentage=controls.tolerated_failure_percentage,
+            rate_limit=controls.rate_limit.text if controls.rate_limit else None,
+            step_rate_limits=step_limits or None,
+            csv_delimiter=controls.csv_delimiter,
+            schema_version=controls.schema_version,
         )
 
 
@@ -87,6 +124,7 @@ class ValidationResultSchema(Schema):
     valid: bool
     metadata_errors: list[str]
     file_errors: list[str]
+    suggested_column_map: dict[str, str] | None = None
 
 
 class OperationSchema(Schema):
@@ -110,6 +148,8 @@ class OperationSchema(Schema):
     file_size: int
     metadata: dict[str, Any]
     error_message: str | None = None
+    column_map: dict[str, str] | None = None
+    schema_version: str | None = None
 
 
 class StatusSchema(Schema):
@@ -239,7 +279,7 @@ class PageSchema(Schema, Generic[ItemT]):
 class SignalFailureRequest(Schema):
     """Body of a failure signal."""
 
-    error_message: str
+    error_message: str = Field(min_length=1, pattern=NON_BLANK)
 
 
 class SignalResultSchema(Schema):
@@ -273,9 +313,9 @@ class EligibilitySchema(Schema):
 
 
 class RetryRowsRequest(Schema):
-    """Body of a selected-rows retry."""
+    """Body of a selected-rows retry (an empty list is refused: it is not "every row")."""
 
-    row_numbers: list[int]
+    row_numbers: list[Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]] = Field(min_length=1)
 
 
 class RetryResultSchema(Schema):

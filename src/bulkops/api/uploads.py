@@ -6,12 +6,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 
-from bulkops.errors import BadRequest, PayloadTooLarge
+from bulkops.errors import BadRequest, PayloadTooLarge, StorageError
 from bulkops.service.submission import Upload
 
 _CHUNK = 1024 * 1024
+# Fields other than the file (metadata, notifications, columnMap) are held in memory.
+MAX_FIELD_BYTES = 1024 * 1024
 # Room for the other form fields and multipart framing around the file.
 _FORM_OVERHEAD = 1024 * 1024
 
@@ -24,6 +28,7 @@ class SubmissionForm:
     metadata: str | None
     notifications: str | None
     created_by: str | None
+    column_map: str | None
     upload: Upload | None
 
 
@@ -53,7 +58,18 @@ async def read_form(request: Request, max_upload_bytes: int) -> tuple[Submission
     if not content_type.startswith("multipart/form-data"):
         raise BadRequest("Expected a multipart/form-data body with a 'file' part")
     try:
-        form = await request.form(max_files=1, max_fields=32)
+        form = await request.form(max_files=1, max_fields=32, max_part_size=MAX_FIELD_BYTES)
+    except (MultiPartException, HTTPException) as exc:
+        # Starlette reports a multipart fault as an HTTPException(400) inside an app.
+        if "maximum size" in str(getattr(exc, "detail", exc)):
+            raise PayloadTooLarge(
+                f"A form field exceeds the limit of {MAX_FIELD_BYTES // 1024} KiB "
+                "(only the file part may be larger)",
+                limit=MAX_FIELD_BYTES,
+            ) from None
+        raise BadRequest(f"Malformed multipart body: {getattr(exc, 'detail', exc)}") from None
+    except OSError as exc:  # the spooled file part could not be written (disk full)
+        raise StorageError(f"Could not spool the upload: {exc.strerror or exc}") from None
     except Exception as exc:  # starlette raises its own errors for malformed bodies
         raise BadRequest(f"Malformed multipart body: {exc}") from None
     file = form.get("file")
@@ -71,6 +87,7 @@ async def read_form(request: Request, max_upload_bytes: int) -> tuple[Submission
             metadata=_text(form, "metadata"),
             notifications=_text(form, "notifications"),
             created_by=_text(form, "createdBy"),
+            column_map=_text(form, "columnMap"),
             upload=upload,
         ),
         form,

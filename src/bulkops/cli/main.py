@@ -18,6 +18,7 @@ from typing import Any
 import pydantic
 import typer
 
+from bulkops.cli.gateway import gateway
 from bulkops.errors import BulkOpsError
 from bulkops.settings import Settings
 
@@ -27,6 +28,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.command()(gateway)
 log = logging.getLogger("bulkops")
 
 _CLI_TYPES: dict[Any, Any] = {

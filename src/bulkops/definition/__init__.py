@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from bulkops.definition.controls import OperationControls, RateLimit
 from bulkops.definition.fields import FieldDescriptor, describe
 from bulkops.definition.models import Metadata, Row
 from bulkops.definition.operation import (
+    BatchOperation,
     OperationBase,
     OperationDefinition,
     PipelineOperation,
@@ -25,12 +27,15 @@ from bulkops.definition.steps import (
 )
 
 __all__ = [
+    "BatchOperation",
     "FieldDescriptor",
     "Metadata",
     "OperationBase",
+    "OperationControls",
     "OperationDefinition",
     "PipelineOperation",
     "PollingStep",
+    "RateLimit",
     "Registry",
     "Row",
     "RowOperation",

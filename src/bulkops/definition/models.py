@@ -39,5 +39,10 @@ def column_name(model: type[BaseModel], field_name: str) -> str:
 
 
 def dump_metadata(metadata: Metadata) -> dict[str, Any]:
-    """Metadata as the JSON object stored with the operation (camelCase keys)."""
-    return metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """Metadata as the JSON object stored with the operation (camelCase keys).
+
+    Fields the submission left out are left out (their defaults apply again when the
+    metadata is read back); an explicit null is kept, so a required field that may be
+    null still validates when processing starts.
+    """
+    return metadata.model_dump(mode="json", by_alias=True, exclude_unset=True)

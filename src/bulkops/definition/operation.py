@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
+from bulkops.definition.controls import (
+    DEFAULT_BATCH_SIZE,
+    OperationControls,
+    RateLimit,
+    build_controls,
+)
 from bulkops.definition.fields import FieldDescriptor, describe
 from bulkops.definition.models import Metadata, Row, column_name
 from bulkops.definition.steps import Step, StepKind, StepMethod, StepSpec
@@ -46,6 +52,20 @@ class RowOperation(OperationBase[M, R]):
         raise NotImplementedError
 
 
+class BatchOperation(OperationBase[M, R]):
+    """An operation that validates each row, then processes valid rows in batches of
+    ``batch_size`` (in file order) with one ``process_batch`` call each."""
+
+    async def process_batch(self, rows: list[R], metadata: M) -> list[str | None] | None:
+        """Do the work for a batch of valid rows.
+
+        Return None when every row succeeded, or a list aligned with ``rows`` giving each
+        row's failure message (None for a row that succeeded). An exception fails every
+        row of the batch (error type Processing, its text as the message).
+        """
+        raise NotImplementedError
+
+
 class PipelineOperation(OperationBase[M, R]):
     """An operation that runs an ordered list of steps for each row.
 
@@ -78,6 +98,7 @@ class StepDefinition:
     poll_interval: float = 0.0
     key: Callable[[Any, Any], Any] | None = None
     check_name: str | None = None
+    rate_limit: RateLimit | None = None
 
     @classmethod
     def of(cls, spec: StepSpec, index: int, method_name: str | None) -> StepDefinition:
@@ -94,6 +115,7 @@ class StepDefinition:
             poll_interval=spec.poll_interval,
             key=spec.key,
             check_name=spec.check_name,
+            rate_limit=spec.rate_limit,
         )
 
 
@@ -113,6 +135,12 @@ class OperationDefinition:
     overrides_validate_metadata: bool
     overrides_validate_row: bool
     overrides_row_id: bool
+    controls: OperationControls = field(default_factory=OperationControls)
+
+    @property
+    def is_batch(self) -> bool:
+        """True for a ``BatchOperation``."""
+        return self.controls.batch_size is not None
 
     @property
     def metadata_fields(self) -> list[FieldDescriptor]:
@@ -209,6 +237,23 @@ def _check_name(name: object) -> str:
     return name
 
 
+def _kind(cls: type, name: str) -> tuple[tuple[StepDefinition, ...], bool, str]:
+    """The steps, whether step-based, and the kind ("row", "batch" or "pipeline")."""
+    if issubclass(cls, RowOperation):
+        if not _overrides(cls, "process_row", RowOperation):
+            raise DefinitionError(f"Operation {name!r} must define process_row")
+        return (StepDefinition(PROCESS_STEP, 0, "process_row"),), False, "row"
+    if issubclass(cls, BatchOperation):
+        if not _overrides(cls, "process_batch", BatchOperation):
+            raise DefinitionError(f"Operation {name!r} must define process_batch")
+        return (StepDefinition(PROCESS_STEP, 0, "process_batch"),), False, "batch"
+    if issubclass(cls, PipelineOperation):
+        return _pipeline_steps(cls, name), True, "pipeline"
+    raise DefinitionError(
+        f"{cls.__name__} must subclass RowOperation, BatchOperation or PipelineOperation"
+    )
+
+
 def build_definition(
     cls: type,
     name: str,
@@ -216,21 +261,31 @@ def build_definition(
     description: str = "",
     retryable: bool | None = None,
     track_row_data: bool | None = None,
+    tolerated_failure_count: int | None = None,
+    tolerated_failure_percentage: float | None = None,
+    batch_size: int | None = None,
+    rate_limit: str | None = None,
+    csv_delimiter: str | None = None,
+    schema_version: str | None = None,
 ) -> OperationDefinition:
     """Inspect an operation class and build its definition (raises ``DefinitionError``)."""
     if not (isinstance(cls, type) and issubclass(cls, OperationBase)):
         raise DefinitionError(f"@operation decorates RowOperation subclasses, not {cls!r}")
     metadata_model, row_model = _models(cls)
-    if issubclass(cls, RowOperation):
-        if not _overrides(cls, "process_row", RowOperation):
-            raise DefinitionError(f"Operation {name!r} must define process_row")
-        steps: tuple[StepDefinition, ...] = (StepDefinition(PROCESS_STEP, 0, "process_row"),)
-        step_based = False
-    elif issubclass(cls, PipelineOperation):
-        steps = _pipeline_steps(cls, name)
-        step_based = True
-    else:
-        raise DefinitionError(f"{cls.__name__} must subclass RowOperation or PipelineOperation")
+    steps, step_based, kind = _kind(cls, name)
+    if kind == "batch":
+        batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+    elif batch_size is not None:
+        raise DefinitionError(f"Operation {name!r}: batch_size needs a BatchOperation")
+    controls = build_controls(
+        name,
+        tolerated_failure_count=tolerated_failure_count,
+        tolerated_failure_percentage=tolerated_failure_percentage,
+        batch_size=batch_size,
+        rate_limit=rate_limit,
+        csv_delimiter=csv_delimiter,
+        schema_version=schema_version,
+    )
     return OperationDefinition(
         name=_check_name(name),
         description=description or (inspect.getdoc(cls) or "").split("\n\n")[0],
@@ -244,6 +299,7 @@ def build_definition(
         overrides_validate_metadata=_overrides(cls, "validate_metadata", OperationBase),
         overrides_validate_row=_overrides(cls, "validate_row", OperationBase),
         overrides_row_id=_overrides(row_model, "row_id", Row),
+        controls=controls,
     )
 
 
@@ -253,6 +309,12 @@ def operation(
     description: str = "",
     retryable: bool | None = None,
     track_row_data: bool | None = None,
+    tolerated_failure_count: int | None = None,
+    tolerated_failure_percentage: float | None = None,
+    batch_size: int | None = None,
+    rate_limit: str | None = None,
+    csv_delimiter: str | None = None,
+    schema_version: str | None = None,
 ) -> Callable[[C], C]:
     """Register a class as a named bulk operation.
 
@@ -263,6 +325,18 @@ def operation(
         retryable: Allow retrying failed rows (also settable as a class attribute).
         track_row_data: Keep each row's data with its record so it can be retried and
             exported without re-reading the file (also settable as a class attribute).
+        tolerated_failure_count: Once more rows than this failed, no further row starts
+            and the operation ends Failed.
+        tolerated_failure_percentage: The same as a percentage of the file's rows.
+        batch_size: Valid rows per ``process_batch`` call (``BatchOperation`` only;
+            default 100).
+        rate_limit: At most this many ``process_row`` / ``process_batch`` calls start in
+            any window, across every process sharing the database: ``"20/s"``, ``"100/m"``,
+            ``"1000/h"``.
+        csv_delimiter: The CSV delimiter (``,``, ``;``, tab or ``|``); default: detected
+            from the header line.
+        schema_version: A version of the row definition, shown in discovery and stored on
+            each operation.
 
     Returns:
         A class decorator that validates the class and attaches its definition.
@@ -275,6 +349,12 @@ def operation(
             description=description,
             retryable=retryable,
             track_row_data=track_row_data,
+            tolerated_failure_count=tolerated_failure_count,
+            tolerated_failure_percentage=tolerated_failure_percentage,
+            batch_size=batch_size,
+            rate_limit=rate_limit,
+            csv_delimiter=csv_delimiter,
+            schema_version=schema_version,
         )
         setattr(cls, DEFINITION_ATTRIBUTE, definition)
         return cls

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Generic, TypeVar, overload
 
+from bulkops.definition.controls import RateLimit
 from bulkops.errors import DefinitionError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,6 +38,11 @@ class StepSpec:
     poll_interval: float = 0.0  # seconds; zero for signal steps
     key: Callable[[Any, Any], Any] | None = None  # (row, metadata) -> user key
     check_name: str | None = None  # method name of a polling step's completion check
+    rate_limit: RateLimit | None = None  # shared by every process running the step
+
+
+def _rate(text: str | None, name: str) -> RateLimit | None:
+    return None if text is None else RateLimit.parse(text, f"Step {name!r}")
 
 
 def _seconds(value: timedelta | float | None, what: str, *, positive: bool = True) -> float | None:
@@ -95,6 +101,7 @@ def step(
     order: int = 0,
     max_retries: int = 0,
     allow_operation_retry: bool = True,
+    rate_limit: str | None = None,
 ) -> Callable[[F], StepMethod[F]]:
     """Declare a pipeline step: a method ``(self, row, metadata)``, sync or async.
 
@@ -103,9 +110,18 @@ def step(
         order: Execution order; steps run by ascending order (ties keep declaration order).
         max_retries: Extra attempts after a failure, with exponential backoff and jitter.
         allow_operation_retry: When False, rows failing here are skipped by operation retry.
+        rate_limit: At most this many calls of the step start in any window, across every
+            process sharing the database (``"20/s"``, ``"100/m"``, ``"1000/h"``).
     """
     _check_common(name, order, max_retries)
-    spec = StepSpec(name, order, StepKind.PLAIN, max_retries, allow_operation_retry)
+    spec = StepSpec(
+        name,
+        order,
+        StepKind.PLAIN,
+        max_retries,
+        allow_operation_retry,
+        rate_limit=_rate(rate_limit, name),
+    )
     return lambda function: StepMethod(function, spec)
 
 
@@ -191,6 +207,7 @@ class Step:
     order: int = 0
     max_retries: int = 0
     allow_operation_retry: bool = True
+    rate_limit: str | None = None
 
     async def run(self, row: Any, metadata: Any) -> None:
         """The step's action."""
@@ -200,7 +217,12 @@ class Step:
         """The step's declaration."""
         _check_common(self.name, self.order, self.max_retries)
         return StepSpec(
-            self.name, self.order, StepKind.PLAIN, self.max_retries, self.allow_operation_retry
+            self.name,
+            self.order,
+            StepKind.PLAIN,
+            self.max_retries,
+            self.allow_operation_retry,
+            rate_limit=_rate(self.rate_limit, self.name),
         )
 
 

@@ -14,11 +14,13 @@ from bulkops.definition.models import Row
 from bulkops.definition.operation import OperationBase, OperationDefinition, StepDefinition
 from bulkops.definition.steps import StepKind
 from bulkops.engine.invoke import error_text, invoke
+from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.rows import RowBasics
 from bulkops.engine.signals import SignalHub, SignalWatch, scoped_key
 from bulkops.formats import RawRow
+from bulkops.storage import lifecycle
 from bulkops.storage.ports import RowStore
-from bulkops.storage.records import ProgressDelta, RowRecord, StepState, WaitOutcome
+from bulkops.storage.records import Fence, ProgressDelta, RowRecord, WaitOutcome
 from bulkops.storage.states import ErrorType, RowState
 
 MAX_BACKOFF = 30.0
@@ -76,12 +78,16 @@ class PipelineRunner(RowBasics):
         *args: Any,
         rows: RowStore,
         hub: SignalHub,
+        fence: Fence,
+        retry: StorageRetry,
         signal_poll_interval: float,
         retry_delay: float,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._rows = rows
+        self._fence = fence
+        self._storage = retry
         self._hub = hub
         self._watch = SignalWatch(rows, hub, self.operation_id, interval=signal_poll_interval)
         self._retry_delay = retry_delay
@@ -89,7 +95,7 @@ class PipelineRunner(RowBasics):
 
     async def run(self, raw: RawRow, existing: RowRecord | None = None) -> RowRecord:
         """Run a row's remaining steps; steps it already completed are skipped."""
-        prepared = await self.prepare(raw)
+        prepared = await self.prepare(raw, existing)
         if isinstance(prepared, RowRecord):
             return prepared
         row, row_id = prepared
@@ -116,9 +122,6 @@ class PipelineRunner(RowBasics):
             record.signal_key, record.waiting_since = existing.signal_key, existing.waiting_since
             if len(existing.steps) == len(record.steps):
                 record.steps = [replace(step) for step in existing.steps]
-        for step in record.steps:
-            if step.state is RowState.FAILED:  # a retried step starts again
-                step.state, step.error_type, step.error_message = RowState.PENDING, None, None
         return record
 
     def _fail(
@@ -146,6 +149,8 @@ class PipelineRunner(RowBasics):
                 waiter = await self._begin_wait(record, bound, row)
             except Exception as exc:
                 return ErrorType.STEP_FAILURE, f"Signal key failed: {error_text(exc)}"
+            if step.rate_limit is not None:
+                await self.pace(step.name, step.rate_limit)
             try:
                 await invoke(bound.action, row, self.metadata)
                 break
@@ -162,7 +167,7 @@ class PipelineRunner(RowBasics):
             state.state, state.completed_at = RowState.COMPLETED, utcnow()
             return None
         if step.kind is StepKind.POLLING:
-            await self._persist_waiting(record, state, None)
+            await self._persist_waiting(record, step, None)
             return await self._poll(record, bound, row)
         if waiter is None:
             return ErrorType.SIGNAL_FAILURE, "Signal step has no key function"
@@ -177,7 +182,7 @@ class PipelineRunner(RowBasics):
             return None
         key = scoped_key(self.operation_id, str(bound.key(row, self.metadata)), record.row_number)
         future = self._hub.register(key)
-        await self._persist_waiting(record, record.steps[bound.definition.index], key)
+        await self._persist_waiting(record, bound.definition, key)
         return key, future
 
     async def _abandon_wait(
@@ -186,26 +191,33 @@ class PipelineRunner(RowBasics):
         """The action failed: end the stored wait. False when a signal ended it first."""
         self._hub.unregister(key)
         outcome = WaitOutcome(step.index, False, utcnow(), ErrorType.STEP_FAILURE, error_text(exc))
-        return (
-            await self._rows.resolve_wait(self.operation_id, record.row_number, key, outcome)
-            is not None
+        return await self._resolve(record, key, outcome) is not None
+
+    async def _resolve(
+        self, record: RowRecord, key: str | None, outcome: WaitOutcome
+    ) -> RowRecord | None:
+        return await self._storage.call(
+            self._rows.resolve_wait, self.operation_id, record.row_number, key, outcome
         )
 
-    async def _persist_waiting(self, record: RowRecord, state: StepState, key: str | None) -> None:
-        now = utcnow()
-        state.state, state.signal_key = RowState.WAITING_FOR_COMPLETION, key
-        record.state, record.signal_key, record.waiting_since = (
-            RowState.WAITING_FOR_COMPLETION,
-            key or record.signal_key,
-            now,
+    async def _persist_waiting(
+        self, record: RowRecord, step: StepDefinition, key: str | None
+    ) -> None:
+        """Store the row as waiting at ``step`` (under ``key`` for a signal step); the wait's
+        clock starts now, a retried or resumed step's included."""
+        waiting = lifecycle.start_waiting(record, step.index, key, utcnow())
+        record.state, record.steps = waiting.state, waiting.steps
+        record.signal_key, record.waiting_since = waiting.signal_key, waiting.waiting_since
+        snapshot = replace(waiting, steps=[replace(s) for s in waiting.steps])
+        await self._storage.call(
+            self._rows.save, self.operation_id, [snapshot], ProgressDelta(), fence=self._fence
         )
-        snapshot = replace(record, steps=[replace(s) for s in record.steps])
-        await self._rows.save(self.operation_id, [snapshot], ProgressDelta())
 
-    def _deadline_left(self, step: StepDefinition, state: StepState) -> float | None:
+    def _deadline_left(self, step: StepDefinition, record: RowRecord) -> float | None:
+        """Seconds left of an async step's timeout, counted from when its wait began."""
         if step.timeout is None:
             return None
-        started = state.started_at or utcnow()
+        started = record.waiting_since or utcnow()
         deadline = started + timedelta(seconds=step.timeout)
         return (deadline - utcnow()).total_seconds()
 
@@ -226,11 +238,10 @@ class PipelineRunner(RowBasics):
         key: str,
         future: asyncio.Future[RowRecord],
     ) -> Failure | None:
-        state = record.steps[step.index]
         self._watch.watch(key, record.row_number)  # a signal recorded by another process
         try:
             while True:
-                left = self._deadline_left(step, state)
+                left = self._deadline_left(step, record)
                 if left is not None and left <= 0:
                     return await self._time_out(record, step, key)
                 await asyncio.wait({future}, timeout=left)
@@ -243,13 +254,13 @@ class PipelineRunner(RowBasics):
     async def _time_out(self, record: RowRecord, step: StepDefinition, key: str) -> Failure | None:
         message = _timeout_message(step)
         outcome = WaitOutcome(step.index, False, utcnow(), ErrorType.TIMEOUT, message)
-        ended = await self._rows.resolve_wait(self.operation_id, record.row_number, key, outcome)
+        ended = await self._resolve(record, key, outcome)
         if ended is None:  # a signal got there first: it wins
             return await self._follow(record, step, await self._stored(record))
         return ErrorType.TIMEOUT, message
 
     async def _stored(self, record: RowRecord) -> RowRecord | None:
-        return await self._rows.get_row(self.operation_id, record.row_number)
+        return await self._storage.call(self._rows.get_row, self.operation_id, record.row_number)
 
     async def _follow(
         self, record: RowRecord, step: StepDefinition, stored: RowRecord | None
@@ -282,7 +293,7 @@ class PipelineRunner(RowBasics):
                 state.state, state.completed_at = RowState.COMPLETED, utcnow()
                 record.state = RowState.RUNNING
                 return None
-            left = self._deadline_left(step, state)
+            left = self._deadline_left(step, record)
             if left is not None and left <= 0:
                 return ErrorType.TIMEOUT, _timeout_message(step)
             pause = step.poll_interval if left is None else min(left, step.poll_interval)

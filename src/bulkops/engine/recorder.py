@@ -3,82 +3,143 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from datetime import datetime
+import contextlib
+from collections.abc import Callable
 
 from bulkops.clock import utcnow
-from bulkops.engine.events import operation_event
-from bulkops.storage.ports import EventStore, RowStore
-from bulkops.storage.records import EventRecord, OperationRecord, ProgressDelta, RowRecord
-from bulkops.storage.states import EventType, OperationStatus, RowState, Severity
+from bulkops.engine.persistence import StorageRetry
+from bulkops.storage.lifecycle import row_failed_event
+from bulkops.storage.ports import RowStore
+from bulkops.storage.records import EventRecord, Fence, OperationRecord, ProgressDelta, RowRecord
+from bulkops.storage.states import OperationStatus, RowState
 
 
 class RowRecorder:
-    """Collects finished rows and flushes them with their counter increments.
+    """Collects finished rows; a writer task stores them with their counter increments and
+    RowFailed events, one transaction per batch.
 
-    A flush happens when ``flush_rows`` records are buffered or ``flush_interval`` seconds
-    have passed since the last one. Each flush reports the operation's stored status, so a
-    cancellation recorded by another process is seen within one flush interval.
+    A batch is written when ``flush_rows`` records are buffered or, on a timer,
+    ``flush_interval`` seconds after the last write: a row a signal completed is stored
+    within one interval even when every other row is waiting. Writes overlap the
+    processing of the next rows; when storage is slow or unreachable the buffer fills up
+    to twice ``flush_rows`` and ``wait_room`` holds the producer (reading stops, memory
+    stays bounded) while the write is retried.
+
+    Each write reports the operation's stored status to ``on_status`` (None when this
+    worker no longer holds the operation), so a cancellation recorded by another process is
+    seen within one flush interval.
     """
 
     def __init__(
         self,
         operation: OperationRecord,
         rows: RowStore,
-        events: EventStore,
         *,
+        fence: Fence,
         flush_rows: int,
         flush_interval: float,
+        retry: StorageRetry,
+        on_status: Callable[[OperationStatus | None], None],
+        on_failure: Callable[[BaseException], None],
     ) -> None:
         self._operation = operation
         self._rows = rows
-        self._events = events
+        self._fence = fence
+        self.failed_written = 0  # failed rows this recorder has stored
         self._flush_rows = flush_rows
         self._flush_interval = flush_interval
+        self._retry = retry
+        self._on_status = on_status
+        self._on_failure = on_failure
         self._buffer: list[RowRecord] = []
-        self._last_flush = time.monotonic()
-        self._in_flight: asyncio.Future[OperationStatus | None] | None = None
-        self.status: OperationStatus | None = OperationStatus.RUNNING
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._closing = False
+        self._writer: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the writer task."""
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_loop())
+            self._writer.add_done_callback(self._writer_done)
+
+    def _writer_done(self, writer: asyncio.Task[None]) -> None:
+        if not writer.cancelled() and writer.exception() is not None:
+            self._on_failure(writer.exception())  # type: ignore[arg-type]
 
     def add(self, record: RowRecord) -> None:
         """Buffer one row record."""
-        self._buffer.append(record)
+        buffer = self._buffer
+        buffer.append(record)
+        if len(buffer) >= self._flush_rows:
+            self._wake.set()
+            if len(buffer) >= 2 * self._flush_rows:
+                self._room.clear()
 
     @property
-    def due(self) -> bool:
-        """True when the buffer should be written now."""
-        return len(self._buffer) >= self._flush_rows or (
-            bool(self._buffer) and time.monotonic() - self._last_flush >= self._flush_interval
-        )
+    def full(self) -> bool:
+        """True when the producer must wait for a write before adding more."""
+        return not self._room.is_set()
 
-    async def flush(self, *, wait: bool = True) -> OperationStatus | None:
-        """Write buffered records, counters and RowFailed events.
-
-        Writes run one at a time. With ``wait=False`` the new write goes on in the
-        background, overlapping the processing of the next rows (the database works outside
-        the interpreter lock), and the status returned is that of the previous write. With
-        ``wait=True`` every buffered record is stored when this returns.
-        """
-        self._last_flush = time.monotonic()
-        await self._settle()
-        if self._buffer:
-            batch, self._buffer = self._buffer, []
-            self._in_flight = asyncio.ensure_future(self._write(batch, *self._tally(batch)))
-            if wait:
-                await self._settle()
-        return self.status
-
-    async def _settle(self) -> None:
-        """Wait for the write in flight, if any, and take its status."""
-        write, self._in_flight = self._in_flight, None
-        if write is None:
+    async def wait_room(self) -> None:
+        """Wait until the buffer has room again; raises the writer's error if it failed."""
+        writer = self._writer
+        if writer is None:
             return
-        # A cancellation must not tear a write: its batch has already left the buffer.
+        room = asyncio.ensure_future(self._room.wait())
         try:
-            self.status = await asyncio.shield(write)
-        except asyncio.CancelledError:
-            self.status = await write
-            raise
+            await asyncio.wait({room, writer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            room.cancel()
+        if writer.done():
+            writer.result()  # the writer gave up: storage stayed unreachable
+
+    async def close(self) -> None:
+        """Write everything buffered and stop the writer; raises its error if it failed."""
+        writer = self._writer
+        if writer is None:
+            return
+        self._closing = True
+        self._wake.set()
+        await asyncio.shield(writer)
+
+    async def abandon(self) -> None:
+        """Stop the writer without waiting for storage (the buffer is given up)."""
+        writer = self._writer
+        if writer is not None and not writer.done():
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
+
+    async def _write_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._flush_interval)
+            self._wake.clear()
+            closing = self._closing
+            while self._buffer:
+                batch = self._buffer[: 2 * self._flush_rows]
+                del self._buffer[: len(batch)]
+                await self._write(batch)
+                if len(self._buffer) < 2 * self._flush_rows:
+                    self._room.set()
+                if not closing:
+                    break
+            if closing:
+                return
+
+    async def _write(self, batch: list[RowRecord]) -> None:
+        delta, failures = self._tally(batch)
+        # A cancellation of this task must not tear a write whose batch left the buffer.
+        status = await asyncio.shield(
+            self._retry.call(
+                self._rows.save, self._operation.id, batch, delta, failures, fence=self._fence
+            )
+        )
+        if status is not None:
+            self.failed_written += delta.failed
+        self._on_status(status)
 
     def _tally(self, batch: list[RowRecord]) -> tuple[ProgressDelta, list[EventRecord]]:
         processed = successful = failed = 0
@@ -91,25 +152,6 @@ class RowRecorder:
             elif record.state is RowState.FAILED:
                 processed += 1
                 failed += 1
-                failures.append(self._row_failed(record, now))
+                failures.append(row_failed_event(self._operation, record, now))
         delta = ProgressDelta(processed=processed, successful=successful, failed=failed)
         return delta, failures
-
-    async def _write(
-        self, batch: list[RowRecord], delta: ProgressDelta, failures: list[EventRecord]
-    ) -> OperationStatus | None:
-        status = await self._rows.save(self._operation.id, batch, delta)
-        if failures:
-            await self._events.append(failures)
-        return status
-
-    def _row_failed(self, record: RowRecord, now: datetime) -> EventRecord:
-        error = record.error_type.value if record.error_type else "Error"
-        return operation_event(
-            self._operation,
-            EventType.ROW_FAILED,
-            f"Row {record.row_number} failed at {record.step_name} ({error}): "
-            f"{record.error_message}",
-            now,
-            Severity.ERROR,
-        )

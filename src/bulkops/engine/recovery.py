@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from bulkops.engine.events import finished
-from bulkops.errors import StorageError
-from bulkops.storage.ports import EventStore, OperationStore, RowStore
+from bulkops.engine.persistence import apply_change
+from bulkops.errors import IllegalTransition, StorageError
+from bulkops.storage import lifecycle
+from bulkops.storage.ports import OperationStore, RowStore
 from bulkops.storage.records import OperationRecord, RowRecord, WaitOutcome
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 
@@ -26,17 +27,9 @@ class OrphanRecovery:
     left waiting longer than ``orphan_age`` fail with error type SignalFailure.
     """
 
-    def __init__(
-        self,
-        operations: OperationStore,
-        rows: RowStore,
-        events: EventStore,
-        *,
-        orphan_age: float,
-    ) -> None:
+    def __init__(self, operations: OperationStore, rows: RowStore, *, orphan_age: float) -> None:
         self._operations = operations
         self._rows = rows
-        self._events = events
         self._orphan_age = orphan_age
 
     async def run(self, now: datetime) -> list[OperationRecord]:
@@ -60,7 +53,7 @@ class OrphanRecovery:
     async def _waiting_rows(self, record: OperationRecord) -> list[RowRecord]:
         # Listed in full before any is changed; waiting rows are few (at most the row
         # concurrency of the operation).
-        waiting = self._rows.iterate(record.id, state=RowState.WAITING_FOR_COMPLETION)
+        waiting = self._rows.iterate(record.id, states=(RowState.WAITING_FOR_COMPLETION,))
         return [row async for row in waiting]
 
     async def _recover(self, record: OperationRecord, now: datetime) -> OperationRecord | None:
@@ -73,12 +66,20 @@ class OrphanRecovery:
                 record.id, row.row_number, row.signal_key, outcome
             )
             failed_rows += ended is not None
-        await self._operations.recount(record.id)
+        counts = await self._operations.counts(record.id)
         message = WAITING_MESSAGE if failed_rows else CRASHED_MESSAGE
-        updated = await self._operations.transition(
-            record.id, OperationStatus.FAILED, now, error_message=message
-        )
+        holder = record.worker_id
+
+        def fail(current: OperationRecord) -> lifecycle.OperationChange | None:
+            # Only while the gone worker still holds it: a resuming worker may have won.
+            if current.status is not OperationStatus.RUNNING or current.worker_id != holder:
+                return None
+            return lifecycle.fail(current, message, now, counts)
+
+        try:
+            updated = await apply_change(self._operations, record.id, fail)
+        except IllegalTransition:
+            return None
         if updated is not None:
             log.warning("Recovered orphaned operation %s (%s)", record.id, message)
-            await self._events.append([finished(updated, now)])
         return updated

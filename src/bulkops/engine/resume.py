@@ -1,32 +1,34 @@
-"""Finding stored row records when an operation is picked up again, in row order."""
+"""The rows a run still has to process: the file's rows minus those already final, each
+with its stored record when it has one (a row waiting for a signal when its worker stopped
+resumes from its stored progress)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from itertools import islice
 from uuid import UUID
 
+from bulkops.formats import RawRow
 from bulkops.storage.ports import RowStore
 from bulkops.storage.records import RowRecord
 
 _BATCH = 5_000
+BATCH_SIZE = 128
+RowBatch = list[tuple[RawRow, RowRecord | None]]
 
 
 class StoredRows:
     """Answers "what is stored for row N?" for ascending N by walking the stored records in
-    keyset batches, so resuming a million-row operation never loads them all at once.
-
-    Final rows are skipped by the caller; unfinished ones (a row waiting for a signal when
-    its worker stopped) resume from their stored progress.
-    """
+    keyset batches, so resuming a million-row operation never loads them all at once."""
 
     def __init__(self, records: AsyncIterator[RowRecord], first: RowRecord) -> None:
         self._records = records
         self._current: RowRecord | None = first
 
     @classmethod
-    async def load(cls, rows: RowStore, operation_id: UUID) -> StoredRows | None:
-        """A cursor when the operation has stored rows, else None (a fresh start)."""
-        records = rows.iterate(operation_id, batch_size=_BATCH)
+    async def load(cls, rows: RowStore, operation_id: UUID, after: int = 0) -> StoredRows | None:
+        """A cursor over the records above row ``after`` when there are any, else None."""
+        records = rows.iterate(operation_id, batch_size=_BATCH, after=after)
         first = await anext(records, None)
         return None if first is None else cls(records, first)
 
@@ -37,3 +39,29 @@ class StoredRows:
         if self._current is not None and self._current.row_number == row_number:
             return self._current
         return None
+
+
+class FileRows:
+    """The raw rows of a file still to run, in batches."""
+
+    def __init__(self, reader: Iterator[RawRow], stored: StoredRows | None) -> None:
+        self._reader = reader
+        self._stored = stored
+
+    def __aiter__(self) -> FileRows:
+        return self
+
+    async def __anext__(self) -> RowBatch:
+        if self._stored is None:  # a fresh run: every row runs
+            batch: RowBatch = [(raw, None) for raw in islice(self._reader, BATCH_SIZE)]
+        else:
+            batch = []
+            for raw in self._reader:
+                existing = await self._stored.find(raw.number)
+                if existing is None or not existing.state.is_final:
+                    batch.append((raw, existing))
+                    if len(batch) >= BATCH_SIZE:
+                        break
+        if not batch:
+            raise StopAsyncIteration
+        return batch

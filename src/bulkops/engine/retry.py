@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from bulkops.definition.operation import OperationDefinition
 from bulkops.formats import RawRow
@@ -25,10 +25,11 @@ class RetrySource:
         definition: OperationDefinition,
         *,
         drop_empty: bool,
+        column_map: Mapping[str, str] | None = None,
         batch_size: int = 128,
     ) -> None:
         self._records = records
-        self._matcher = KeyMatcher(definition.columns)
+        self._matcher = KeyMatcher(definition.columns, column_map)
         self._drop_empty = drop_empty
         self._batch_size = batch_size
 

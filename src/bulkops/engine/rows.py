@@ -8,6 +8,7 @@ from uuid import UUID
 import pydantic
 
 from bulkops.clock import CoarseClock
+from bulkops.definition.controls import RateLimit
 from bulkops.definition.conversion import describe_errors
 from bulkops.definition.models import Metadata, Row
 from bulkops.definition.operation import (
@@ -17,6 +18,7 @@ from bulkops.definition.operation import (
     OperationDefinition,
 )
 from bulkops.engine.invoke import direct_call, error_text
+from bulkops.engine.pacing import Pacer, rate_key
 from bulkops.errors import ValidationError
 from bulkops.formats import RawRow
 from bulkops.storage.records import RowRecord, StepState
@@ -32,11 +34,14 @@ class RowBasics:
         instance: OperationBase[Any, Any],
         metadata: Metadata,
         operation_id: UUID,
+        *,
+        pacer: Pacer | None = None,
     ) -> None:
         self.definition = definition
         self.instance = instance
         self.metadata = metadata
         self.operation_id = operation_id
+        self.pacer = pacer
         self._validate_model = definition.row_model.model_validate
         self._keep_data = definition.track_row_data
         self._clock = CoarseClock()
@@ -96,20 +101,36 @@ class RowBasics:
             return None
         return None if value is None else str(value)
 
-    async def prepare(self, raw: RawRow) -> tuple[Row, str | None] | RowRecord:
-        """Parse and validate: the row and its id, or the failed record."""
+    async def prepare(
+        self, raw: RawRow, existing: RowRecord | None = None
+    ) -> tuple[Row, str | None] | RowRecord:
+        """Parse and validate: the row and its id, or the failed record (which keeps the
+        retry attempt of ``existing``)."""
         parsed = self.parse(raw)
         if isinstance(parsed, RowRecord):
-            return parsed
+            return _attempt(parsed, existing)
         row_id = self.row_id(parsed)
         if self.definition.overrides_validate_row:
             try:
                 await self._validate(parsed, self.metadata)
             except ValidationError as exc:
-                return self.invalid(raw, ErrorType.VALIDATION, str(exc), row_id)
+                return _attempt(self.invalid(raw, ErrorType.VALIDATION, str(exc), row_id), existing)
             except Exception as exc:
-                return self.invalid(raw, ErrorType.PROCESSING, error_text(exc), row_id)
+                failed = self.invalid(raw, ErrorType.PROCESSING, error_text(exc), row_id)
+                return _attempt(failed, existing)
         return parsed, row_id
+
+    async def pace(self, step_name: str | None = None, rate: RateLimit | None = None) -> None:
+        """Wait for the rate limit of the operation (or of ``step_name``) before a call."""
+        rate = rate if step_name is not None else self.definition.controls.rate_limit
+        if rate is not None and self.pacer is not None:
+            await self.pacer.before(rate_key(self.definition.name, step_name), rate)
+
+
+def _attempt(record: RowRecord, existing: RowRecord | None) -> RowRecord:
+    if existing is not None:
+        record.retry_attempt = existing.retry_attempt
+    return record
 
 
 class RowRunner(RowBasics):
@@ -121,10 +142,11 @@ class RowRunner(RowBasics):
 
     async def run(self, raw: RawRow, existing: RowRecord | None = None) -> RowRecord:
         """Validate and process one raw row; never raises for row-level problems."""
-        prepared = await self.prepare(raw)
+        prepared = await self.prepare(raw, existing)
         if isinstance(prepared, RowRecord):
             return prepared
         row, row_id = prepared
+        await self.pace()  # outside the try: a storage fault is not the row's failure
         try:
             await self._process(row, self.metadata)
         except Exception as exc:

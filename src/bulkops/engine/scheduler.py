@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
-from bulkops.engine.events import finished, status_changed
+from bulkops.engine.persistence import apply_change
 from bulkops.engine.processor import OperationRun, Processor, StopReason
-from bulkops.errors import StorageError
-from bulkops.storage.states import CLAIMABLE_STATUSES, OperationStatus
+from bulkops.errors import IllegalTransition, StorageError
+from bulkops.storage import lifecycle
+from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
+from bulkops.storage.records import OperationRecord
+from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
 
@@ -47,34 +52,41 @@ class NullScheduler:
         """Nothing to stop."""
 
 
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """When a scheduler looks for work, and how long it lets others hold theirs."""
+
+    worker_count: int
+    poll_interval: float | None = None  # Pending/Retrying poll; None: off
+    stuck_timeout: float | None = None
+    shutdown_timeout: float = 30.0
+    abandon_after: float = 30.0
+    scan_interval: float = 5.0  # the abandoned-operation scan (the heartbeat interval)
+    max_resumes: int = 5
+
+
 class WorkScheduler:
     """Processes up to ``worker_count`` operations at once.
 
     An operation is claimed with its concurrency token before processing; when another
     process claimed it first the claim fails and the operation is skipped. Pending and
-    Retrying operations are picked up at start and, with ``poll_interval``, continuously.
+    Retrying operations are picked up at start and, with a poll interval, continuously.
+    Abandoned operations (held, but their holder's heartbeat stopped) are resumed: an
+    operation seen abandoned at two scans in a row with the same heartbeat is taken over,
+    so a holder that was only cut off from storage for a while renews its heartbeat first.
     """
 
-    def __init__(
-        self,
-        processor: Processor,
-        *,
-        worker_count: int,
-        poll_interval: float | None = None,
-        stuck_timeout: float | None = None,
-        shutdown_timeout: float = 30.0,
-    ) -> None:
+    def __init__(self, processor: Processor, config: SchedulerConfig) -> None:
         self._processor = processor
         self._operations = processor.stores.operations
-        self._events = processor.stores.events
         self._worker_id = processor.config.worker_id
-        self._worker_count = worker_count
-        self._poll_interval = poll_interval
-        self._stuck_timeout = stuck_timeout
-        self._shutdown_timeout = shutdown_timeout
+        self._config = config
         self._queue: asyncio.Queue[UUID] = asyncio.Queue()
         self._known: set[UUID] = set()
         self._active: dict[UUID, tuple[OperationRun, asyncio.Task[None]]] = {}
+        # Abandoned operations seen once (id -> heartbeat then), and those confirmed.
+        self._suspects: dict[UUID, datetime | None] = {}
+        self._takeovers: dict[UUID, datetime | None] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._stopping = False
@@ -92,60 +104,88 @@ class WorkScheduler:
         self._queue.put_nowait(operation_id)
 
     async def start(self) -> None:
-        """Start the slots, pick up waiting work, and start the poller and sweeper."""
+        """Start the slots, pick up waiting and abandoned work, and start the pollers."""
         if self._started:
             return
         self._started = True
-        self._spawn(*(self._slot() for _ in range(self._worker_count)))
-        await self.pickup()
-        if self._poll_interval:
-            self._spawn(self._every(self._poll_interval, self.pickup))
-        if self._stuck_timeout:
-            interval = min(max(self._stuck_timeout / 4, 0.2), 60.0)
+        config = self._config
+        self._spawn(*(self._slot() for _ in range(config.worker_count)))
+        await self._quietly(self.pickup)
+        await self._quietly(self.scan_abandoned)
+        if config.poll_interval:
+            self._spawn(self._every(config.poll_interval, self.pickup))
+        self._spawn(self._every(config.scan_interval, self.scan_abandoned))
+        if config.stuck_timeout:
+            interval = min(max(config.stuck_timeout / 4, 0.2), 60.0)
             self._spawn(self._every(interval, self.sweep_stuck))
 
     def _spawn(self, *coroutines: Coroutine[Any, Any, None]) -> None:
         self._tasks.extend(asyncio.create_task(c) for c in coroutines)
 
+    def _serves(self, record: OperationRecord) -> bool:
+        # Another worker sharing this storage may serve it: leave it to that one.
+        return record.operation_name in self._processor.registry
+
     async def pickup(self) -> None:
-        """Queue the Pending and Retrying operations found in storage."""
-        try:
-            waiting = await self._operations.claimable(_PICKUP_BATCH)
-        except StorageError:
-            log.warning("Could not query waiting operations; will try again", exc_info=True)
-            return
-        for record in waiting:
-            self.enqueue(record.id)
+        """Queue the claimable operations found in storage."""
+        for record in await self._operations.claimable(_PICKUP_BATCH):
+            if self._serves(record):
+                self.enqueue(record.id)
+
+    async def scan_abandoned(self) -> None:
+        """Queue the abandoned operations seen at this scan and the one before."""
+        stale_before = utcnow() - timedelta(seconds=self._config.abandon_after)
+        seen: dict[UUID, datetime | None] = {}
+        for record in await self._operations.abandoned(stale_before, _PICKUP_BATCH):
+            if not self._serves(record) or record.id in self._active:
+                continue
+            seen[record.id] = record.heartbeat_at
+            if record.id in self._suspects and self._suspects[record.id] == record.heartbeat_at:
+                self._takeovers[record.id] = record.heartbeat_at
+                self.enqueue(record.id)
+        self._suspects = seen
 
     async def sweep_stuck(self) -> None:
         """Fail operations that have been Running longer than the stuck timeout."""
-        if not self._stuck_timeout:
+        timeout = self._config.stuck_timeout
+        if not timeout:
             return
         now = utcnow()
+        message = f"Operation was Running longer than the stuck-operation timeout ({timeout:g} s)"
         for record in await self._operations.running():
             since = record.started_at or record.created_at
-            if (now - since).total_seconds() <= self._stuck_timeout:
+            if (now - since).total_seconds() <= timeout:
                 continue
-            updated = await self._operations.transition(
-                record.id,
-                OperationStatus.FAILED,
-                now,
-                error_message=(
-                    f"Operation was Running longer than the stuck-operation timeout "
-                    f"({self._stuck_timeout:g} s)"
-                ),
-            )
-            if updated is not None:
-                log.warning("Failed stuck operation %s", record.id)
-                await self._events.append([finished(updated, now)])
+            counts = await self._operations.counts(record.id)
 
-    async def _every(self, seconds: float, action: Any) -> None:
+            def fail(
+                current: OperationRecord, counts: lifecycle.RowCounts = counts
+            ) -> OperationChange | None:
+                if current.status is not OperationStatus.RUNNING:
+                    return None
+                return lifecycle.fail(current, message, now, counts)
+
+            if await self._apply(record.id, fail) is not None:
+                log.warning("Failed stuck operation %s", record.id)
+
+    async def _apply(
+        self, operation_id: UUID, compute: Callable[[OperationRecord], OperationChange | None]
+    ) -> OperationRecord | None:
+        try:
+            return await apply_change(self._operations, operation_id, compute)
+        except IllegalTransition:
+            return None
+
+    async def _quietly(self, action: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await action()
+        except StorageError:
+            log.warning("Could not run %s; will try again", action.__name__, exc_info=True)
+
+    async def _every(self, seconds: float, action: Callable[[], Awaitable[None]]) -> None:
         while True:
             await asyncio.sleep(seconds)
-            try:
-                await action()
-            except StorageError:
-                log.warning("Periodic %s failed", action.__name__, exc_info=True)
+            await self._quietly(action)
 
     async def _slot(self) -> None:
         while True:
@@ -157,27 +197,55 @@ class WorkScheduler:
                 log.warning("Could not process %s; will retry later", operation_id, exc_info=True)
             finally:
                 self._known.discard(operation_id)
+                self._takeovers.pop(operation_id, None)
                 self._active.pop(operation_id, None)
                 self._queue.task_done()
 
     async def _handle(self, operation_id: UUID) -> None:
         record = await self._operations.get(operation_id)
-        if record is None or record.status not in CLAIMABLE_STATUSES:
-            return
-        if record.operation_name not in self._processor.registry:
-            # Another worker sharing this storage may serve it: leave it to that one.
-            log.debug("Skipping %s: %r is not registered here", record.id, record.operation_name)
+        if record is None or not self._serves(record):
             return
         now = utcnow()
-        claimed = await self._operations.claim(operation_id, record.version, self._worker_id, now)
-        if claimed is None:
-            log.info("Operation %s was claimed by another worker; skipping", operation_id)
+        if operation_id in self._takeovers:
+            claimed = await self._take_over(record, self._takeovers[operation_id], now)
+        else:
+            claimed = await self._apply(
+                operation_id,
+                lambda current: (
+                    lifecycle.claim(current, self._worker_id, now)
+                    if current.worker_id is None
+                    else None
+                ),
+            )
+        if claimed is None or claimed.worker_id != self._worker_id:
+            log.info("Operation %s was taken by another worker; skipping", operation_id)
             return
-        await self._events.append([status_changed(claimed, record.status, now)])
-        run = self._processor.start(claimed, retry=record.status is OperationStatus.RETRYING)
+        run = self._processor.start(claimed)
         task = asyncio.create_task(run.execute())
         self._active[operation_id] = (run, task)
         await task
+
+    async def _take_over(
+        self, record: OperationRecord, heartbeat: datetime | None, now: datetime
+    ) -> OperationRecord | None:
+        counts = await self._operations.counts(record.id)
+        limit = self._config.max_resumes
+
+        def change(current: OperationRecord) -> OperationChange | None:
+            if current.status not in HELD_STATUSES or current.heartbeat_at != heartbeat:
+                return None  # its holder came back, or someone else acted first
+            if current.resume_count >= limit:
+                return lifecycle.fail(current, _gave_up(current, limit), now, counts)
+            return lifecycle.take_over(current, self._worker_id, counts, now)
+
+        taken = await self._apply(record.id, change)
+        if taken is not None and taken.worker_id == self._worker_id:
+            log.warning(
+                "Resuming operation %s: its worker %s stopped responding",
+                record.id,
+                record.worker_id,
+            )
+        return taken
 
     async def wait_idle(self) -> None:
         """Return once nothing is queued or running (used by burst mode and tests)."""
@@ -194,11 +262,11 @@ class WorkScheduler:
         if self._stopping:
             return
         self._stopping = True
-        for task in self._tasks[self._worker_count :]:
-            task.cancel()  # poller and sweeper
+        for task in self._tasks[self._config.worker_count :]:
+            task.cancel()  # pollers and sweeper
         running = [task for _, task in self._active.values()]
-        if running and self._shutdown_timeout > 0:
-            await asyncio.wait(running, timeout=self._shutdown_timeout)
+        if running and self._config.shutdown_timeout > 0:
+            await asyncio.wait(running, timeout=self._config.shutdown_timeout)
         for run, task in list(self._active.values()):
             if not task.done():
                 run.stop(StopReason.SHUTDOWN)
@@ -210,3 +278,11 @@ class WorkScheduler:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _gave_up(record: OperationRecord, limit: int) -> str:
+    return (
+        f"Processing stopped {record.resume_count + 1} times before it could finish (its "
+        f"worker crashed or lost storage each time); it is not resumed again after {limit} "
+        "resumptions"
+    )

@@ -163,7 +163,7 @@ class SignalWatch:
         self._keys.pop(key, None)
 
     async def _still_waiting(self) -> set[str]:
-        waiting = self._rows.iterate(self._operation_id, state=RowState.WAITING_FOR_COMPLETION)
+        waiting = self._rows.iterate(self._operation_id, states=(RowState.WAITING_FOR_COMPLETION,))
         return {row.signal_key async for row in waiting if row.signal_key}
 
     async def _run(self) -> None:

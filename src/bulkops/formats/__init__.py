@@ -9,7 +9,9 @@ row come back as a ``RawRow`` with ``error`` set; problems with the file as a wh
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import dropwhile, islice
 from pathlib import Path
 
 from bulkops.formats.base import FileFormat, RawRow, detect_format
@@ -17,7 +19,34 @@ from bulkops.formats.csvfile import count_csv, read_csv, read_csv_header
 from bulkops.formats.jsonarray import count_json, read_json
 from bulkops.formats.jsonlines import count_jsonl, read_jsonl
 
-__all__ = ["FileFormat", "RawRow", "count_rows", "detect_format", "read_header", "read_rows"]
+__all__ = [
+    "ChunkStart",
+    "FileFormat",
+    "RawRow",
+    "RowCount",
+    "count_chunks",
+    "count_rows",
+    "detect_format",
+    "read_header",
+    "read_rows",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkStart:
+    """Where a chunk of rows begins: its first row's number and the byte offset of that
+    row's record (-1: unknown, the chunk is found by reading from the start)."""
+
+    first_row: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RowCount:
+    """The data rows of a file and where each chunk of them begins."""
+
+    total: int
+    chunks: tuple[ChunkStart, ...]
 
 
 def read_rows(
@@ -28,6 +57,10 @@ def read_rows(
     required: Sequence[str] = (),
     keep_raw: bool = False,
     drop_empty: bool = False,
+    column_map: Mapping[str, str] | None = None,
+    delimiter: str | None = None,
+    start: ChunkStart | None = None,
+    limit: int | None = None,
 ) -> Generator[RawRow, None, None]:
     """Stream the data rows of a local file.
 
@@ -48,6 +81,11 @@ def read_rows(
         keep_raw: Also return each record under the file's own column names.
         drop_empty: Leave empty CSV cells out of ``values`` (an empty cell is a missing
             value); ``raw`` keeps them.
+        column_map: File column -> model column, applied before matching (``raw`` keeps
+            the file's own names).
+        delimiter: The CSV delimiter; None detects it from the header line.
+        start: Read from this chunk's first row on (rows before it are skipped).
+        limit: Stop after this many rows.
 
     Yields:
         One ``RawRow`` per data row, numbered from 1.
@@ -56,16 +94,38 @@ def read_rows(
         FileFormatError: The file cannot be read as a whole.
     """
     fmt = FileFormat(fmt)
+    reader: Generator[RawRow, None, None]
     if fmt is FileFormat.CSV:
-        return read_csv(
-            path, columns=columns, required=required, keep_raw=keep_raw, drop_empty=drop_empty
+        reader = read_csv(
+            path,
+            columns=columns,
+            required=required,
+            keep_raw=keep_raw,
+            drop_empty=drop_empty,
+            column_map=column_map,
+            delimiter=delimiter,
         )
-    if fmt is FileFormat.JSON:
-        return read_json(path, columns=columns, keep_raw=keep_raw)
-    return read_jsonl(path, columns=columns, keep_raw=keep_raw)
+    elif fmt is FileFormat.JSON:
+        reader = read_json(path, columns=columns, keep_raw=keep_raw, column_map=column_map)
+    else:
+        reader = read_jsonl(path, columns=columns, keep_raw=keep_raw, column_map=column_map)
+    if start is None and limit is None:
+        return reader
+    first = 1 if start is None else start.first_row
+    return _range(reader, first, limit)
 
 
-def count_rows(path: Path, fmt: FileFormat) -> int:
+def _range(
+    reader: Generator[RawRow, None, None], first: int, limit: int | None
+) -> Generator[RawRow, None, None]:
+    try:
+        rows = dropwhile(lambda raw: raw.number < first, reader)
+        yield from rows if limit is None else islice(rows, limit)
+    finally:
+        reader.close()
+
+
+def count_rows(path: Path, fmt: FileFormat, delimiter: str | None = None) -> int:
     """Count the data rows ``read_rows`` would yield, streaming the file.
 
     CSV records are counted with the csv parser (quoted fields may span lines); a JSON
@@ -76,18 +136,32 @@ def count_rows(path: Path, fmt: FileFormat) -> int:
     """
     fmt = FileFormat(fmt)
     if fmt is FileFormat.CSV:
-        return count_csv(path)
+        return count_csv(path, delimiter)
     if fmt is FileFormat.JSON:
         return count_json(path)
     return count_jsonl(path)
 
 
-def read_header(path: Path, fmt: FileFormat) -> list[str] | None:
+def read_header(path: Path, fmt: FileFormat, delimiter: str | None = None) -> list[str] | None:
     """The column names of a CSV file's header row, or None for JSON formats.
 
     Raises:
         FileFormatError: A CSV file is empty or its header cannot be parsed.
     """
     if FileFormat(fmt) is FileFormat.CSV:
-        return read_csv_header(path)
+        return read_csv_header(path, delimiter)
     return None
+
+
+def count_chunks(
+    path: Path, fmt: FileFormat, chunk_rows: int, delimiter: str | None = None
+) -> RowCount:
+    """Count the data rows as ``count_rows`` does and mark where every ``chunk_rows`` rows
+    a chunk begins (offsets unknown here: chunks are found by reading from the start).
+
+    Raises:
+        FileFormatError: The file cannot be read as a whole.
+    """
+    total = count_rows(path, fmt, delimiter)
+    starts = tuple(ChunkStart(first, -1) for first in range(1, total + 1, max(chunk_rows, 1)))
+    return RowCount(total, starts)

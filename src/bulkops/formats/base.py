@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, BinaryIO
 
 # Keys used in ``RawRow.raw`` for content that has no column name of its own. They start
 # with an underscore so they cannot be mistaken for a model column.
@@ -15,6 +16,11 @@ RAW_VALUE_KEY = "_value"  # a JSON element that is not an object
 
 # Raw text kept for an unparsable record is capped: a runaway quote can swallow a lot.
 MAX_RAW_TEXT = 2000
+
+# The largest record (a CSV record, a JSON Lines line, a JSON array element) a reader holds.
+# A larger one is skipped as a failed row, so one hostile upload cannot make a reader hold
+# hundreds of megabytes.
+MAX_RECORD_BYTES = 8 * 1024 * 1024
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -138,13 +144,26 @@ def match_columns(names: Sequence[str], columns: Iterable[str]) -> dict[str, int
     return found
 
 
+def renamed(names: Sequence[str], column_map: Mapping[str, str] | None) -> list[str]:
+    """File column names after a column map (file column -> model column) is applied."""
+    if not column_map:
+        return list(names)
+    return [column_map.get(name, name) for name in names]
+
+
 class KeyMatcher:
-    """Re-keys JSON objects from the file's keys to the model's column names."""
+    """Re-keys JSON objects from the file's keys to the model's column names.
 
-    __slots__ = ("_exact", "_folded")
+    Args:
+        columns: the model's column names.
+        column_map: file key -> model column, applied before matching.
+    """
 
-    def __init__(self, columns: Sequence[str]) -> None:
+    __slots__ = ("_exact", "_folded", "_map")
+
+    def __init__(self, columns: Sequence[str], column_map: Mapping[str, str] | None = None) -> None:
         self._exact = frozenset(columns)
+        self._map = dict(column_map or {})
         self._folded: dict[str, str] = {}
         for col in columns:
             self._folded.setdefault(_fold(col), col)
@@ -156,6 +175,9 @@ class KeyMatcher:
             obj: A decoded JSON object.
             copy: Whether the result must not be ``obj`` itself (when ``obj`` is kept raw).
         """
+        if self._map:
+            obj = {self._map.get(key, key): value for key, value in obj.items()}
+            copy = False
         if obj.keys() <= self._exact:
             # The common case: the producer used the model's names.
             return dict(obj) if copy else obj
@@ -181,3 +203,37 @@ def clip(text: str) -> str:
 def not_utf8_message(row: int) -> str:
     """The message of a file that fails to decode near a data row."""
     return f"File is not valid UTF-8 (near row {row})"
+
+
+def too_large_message(row: int) -> str:
+    """The message of a record larger than ``MAX_RECORD_BYTES``."""
+    return f"Row {row}: record is larger than {MAX_RECORD_BYTES // (1024 * 1024)} MiB"
+
+
+def too_deep_message(row: int) -> str:
+    """The message of a JSON value nested deeper than the decoder allows."""
+    return f"Row {row}: JSON is nested too deeply"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# One decoder for both JSON formats: standard JSON only (no NaN or Infinity), floats for
+# decimals, and a C scanner whose recursion guard bounds the work on absurd nesting.
+decode_json = json.JSONDecoder(parse_constant=_reject_constant).raw_decode
+
+
+def bounded_lines(fh: BinaryIO, limit: int = MAX_RECORD_BYTES) -> Iterator[bytes | None]:
+    """The lines of a binary file, each at most ``limit`` bytes.
+
+    A longer line is read past in chunks (never held whole) and yields None in its place, so
+    a reader can report it as one failed row and go on with the next line.
+    """
+    while line := fh.readline(limit + 1):
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield line
+            continue
+        while (rest := fh.readline(limit)) and not rest.endswith(b"\n"):
+            pass
+        yield None

@@ -4,51 +4,107 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
+from bulkops.definition.controls import CSV_DELIMITERS
 from bulkops.errors import FileFormatError
 from bulkops.formats.base import (
+    MAX_RECORD_BYTES,
     RAW_EXTRA_KEY,
     RAW_LINE_KEY,
     UTF8_BOM,
     RawRow,
+    bounded_lines,
     clip,
     match_columns,
     not_utf8_message,
+    renamed,
+    too_large_message,
 )
 
 # How much of the file is inspected to tell classic Mac (lone CR) line ends apart.
 _PROBE_BYTES = 64 * 1024
 
 
-def _decoded_lines(fh: BinaryIO, track: list[str] | None) -> Iterator[str]:
-    """Text lines of the file for csv.reader, BOM removed.
+class _Oversized(Exception):
+    """A record grew past ``MAX_RECORD_BYTES``; the lines it spans were read past."""
+
+
+class _Lines:
+    """Text lines of the file for ``csv.reader``, BOM removed, each record bounded.
 
     Lines are split on LF in binary and decoded one by one: that is faster than a text
     layer and makes a decoding error point at the exact line. UTF-8 never puts an LF byte
     inside a multi-byte character, so the split is safe. Files that end lines with a lone
     CR only go through the text layer, which is the only one that splits on CR.
-    When ``track`` is given, every line handed to csv is appended to it, so a record csv
-    rejects can still be reported with its text.
+
+    A record (one line, or several inside quotes) larger than ``MAX_RECORD_BYTES`` raises
+    ``_Oversized`` once, after its lines were read past without keeping them; the caller
+    reports one failed row and reading goes on. With ``track``, every line handed to csv
+    is kept until ``new_record()``, so a record csv rejects can be reported with its text.
     """
-    head = fh.read(_PROBE_BYTES)
-    fh.seek(len(UTF8_BOM) if head.startswith(UTF8_BOM) else 0)
-    lines: Iterator[str]
-    if b"\r" in head and b"\n" not in head:
-        lines = iter(io.TextIOWrapper(fh, encoding="utf-8", newline=""))
-    else:
-        lines = map(bytes.decode, fh)
-    if track is None:
-        return lines
-    keep = track.append
 
-    def tracked(line: str) -> str:
-        keep(line)
-        return line
+    def __init__(self, fh: BinaryIO, *, track: bool) -> None:
+        head = fh.read(_PROBE_BYTES)
+        fh.seek(len(UTF8_BOM) if head.startswith(UTF8_BOM) else 0)
+        self.delimiter = detect_delimiter(head.decode("utf-8", "ignore"))
+        self._lines: Iterator[bytes | str | None]
+        self._text: io.TextIOWrapper | None = None
+        if b"\r" in head and b"\n" not in head:
+            text = self._text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+            self._lines = iter(lambda: text.readline(MAX_RECORD_BYTES + 1), "")
+        else:
+            self._lines = bounded_lines(fh)
+        self._track = track
+        self.kept: list[str] = []
+        self._size = 0
 
-    return map(tracked, lines)
+    def __enter__(self) -> _Lines:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._text is not None:  # the caller closes the file, not the text layer
+            self._text.detach()
+
+    def new_record(self) -> None:
+        """The previous record is complete."""
+        self.kept.clear()
+        self._size = 0
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        if line is None or len(line) > MAX_RECORD_BYTES:
+            self._read_past(line)
+        text = line.decode() if isinstance(line, bytes) else line
+        self._size += len(text)
+        if self._size > MAX_RECORD_BYTES:
+            self._read_past(text)
+        if self._track:
+            self.kept.append(text)
+        return text
+
+    def _read_past(self, line: bytes | str | None) -> NoReturn:
+        if isinstance(line, str) and not line.endswith(("\n", "\r")):
+            for rest in self._lines:  # the rest of a long line of a text-layer file
+                if not isinstance(rest, str) or rest.endswith(("\n", "\r")):
+                    break
+        self.new_record()
+        raise _Oversized
+
+
+def detect_delimiter(head: str) -> str:
+    """The delimiter of the header line in ``head``: the most frequent of comma,
+    semicolon, tab and pipe outside quotes (comma when none appears, or on a tie)."""
+    line = next((part for part in head.lstrip("\ufeff").splitlines() if part.strip()), "")
+    outside = "".join(line.split('"')[::2])  # drop quoted parts
+    counts = [(outside.count(d), -rank, d) for rank, d in enumerate(CSV_DELIMITERS)]
+    best = max(counts)
+    return best[2] if best[0] > 0 else ","
 
 
 def _read_header(reader: Iterator[list[str]]) -> list[str]:
@@ -60,13 +116,20 @@ def _read_header(reader: Iterator[list[str]]) -> list[str]:
         raise FileFormatError(f"Invalid CSV header: {exc}", row_number=0) from exc
     except UnicodeDecodeError as exc:
         raise FileFormatError("File is not valid UTF-8 (in the header row)", 0) from exc
+    except _Oversized:
+        raise FileFormatError(
+            f"The header row is larger than {MAX_RECORD_BYTES // (1024 * 1024)} MiB", 0
+        ) from None
     raise FileFormatError("File is empty: a CSV file needs a header row")
 
 
 def _column_pairs(
-    header: Sequence[str], columns: Sequence[str], required: Sequence[str]
+    header: Sequence[str],
+    columns: Sequence[str],
+    required: Sequence[str],
+    column_map: Mapping[str, str] | None,
 ) -> list[tuple[str, int]]:
-    found = match_columns(header, [*columns, *required])
+    found = match_columns(renamed(header, column_map), [*columns, *required])
     missing = [name for name in dict.fromkeys(required) if name not in found]
     if missing:
         raise FileFormatError(f"Missing required column(s): {', '.join(missing)}")
@@ -107,20 +170,21 @@ def read_csv(
     required: Sequence[str],
     keep_raw: bool,
     drop_empty: bool = False,
+    column_map: Mapping[str, str] | None = None,
+    delimiter: str | None = None,
 ) -> Generator[RawRow, None, None]:
     """Stream the data rows of a CSV file (see ``bulkops.formats.read_rows``)."""
-    with path.open("rb") as fh:
-        lines: list[str] = []
-        reader = csv.reader(_decoded_lines(fh, lines), strict=True)
+    with path.open("rb") as fh, _Lines(fh, track=True) as lines:
+        reader = csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter)
         header = _read_header(reader)
-        lines.clear()
-        pairs = _column_pairs(header, columns, required)
+        lines.new_record()
+        pairs = _column_pairs(header, columns, required, column_map)
         width = len(header)
         number = 0
         while True:
             try:
                 for record in reader:
-                    lines.clear()
+                    lines.new_record()
                     if not record:
                         continue  # a blank line
                     number += 1
@@ -137,32 +201,37 @@ def read_csv(
             except csv.Error as exc:
                 # csv drops the rest of the offending line and carries on with the next one.
                 number += 1
-                text = clip("".join(lines))
-                lines.clear()
+                text = clip("".join(lines.kept))
+                lines.new_record()
                 yield RawRow(number, None, {RAW_LINE_KEY: text}, f"Row {number}: {exc}")
+            except _Oversized:
+                number += 1
+                yield RawRow(number, None, {RAW_LINE_KEY: ""}, too_large_message(number))
             except UnicodeDecodeError as exc:
                 raise FileFormatError(not_utf8_message(number + 1), number + 1) from exc
 
 
-def count_csv(path: Path) -> int:
+def count_csv(path: Path, delimiter: str | None = None) -> int:
     """Count the data rows of a CSV file as ``read_csv`` numbers them."""
-    with path.open("rb") as fh:
-        reader = csv.reader(_decoded_lines(fh, None), strict=True)
+    with path.open("rb") as fh, _Lines(fh, track=False) as lines:
+        reader = csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter)
         _read_header(reader)
         count = 0
         while True:
             try:
                 for record in reader:
+                    lines.new_record()
                     if record:
                         count += 1
                 return count
-            except csv.Error:
+            except (csv.Error, _Oversized):
+                lines.new_record()
                 count += 1  # read_csv reports it as a row with an error
             except UnicodeDecodeError as exc:
                 raise FileFormatError(not_utf8_message(count + 1), count + 1) from exc
 
 
-def read_csv_header(path: Path) -> list[str]:
+def read_csv_header(path: Path, delimiter: str | None = None) -> list[str]:
     """The header row of a CSV file (BOM removed)."""
-    with path.open("rb") as fh:
-        return _read_header(csv.reader(_decoded_lines(fh, None), strict=True))
+    with path.open("rb") as fh, _Lines(fh, track=False) as lines:
+        return _read_header(csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter))

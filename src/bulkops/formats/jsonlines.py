@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -14,23 +14,28 @@ from bulkops.formats.base import (
     UTF8_BOM,
     KeyMatcher,
     RawRow,
+    bounded_lines,
     clip,
+    decode_json,
     not_utf8_message,
+    too_deep_message,
+    too_large_message,
 )
 
 # JSON's own whitespace. Counting and reading must agree on what a blank line is, so both
 # strip exactly these characters (str.strip() would also drop Unicode spaces).
 _WS_TEXT = " \t\r\n"
-_WS_BYTES = b" \t\r\n"
 
 # raw_decode skips json.loads' two regex scans per call, which is most of its cost on
 # short lines; trailing data is checked by hand below.
-_raw_decode = json.JSONDecoder().raw_decode
+_raw_decode = decode_json
 
 
-def _skip_bom(fh: BinaryIO) -> None:
+def _lines(fh: BinaryIO) -> Iterator[bytes | None]:
+    """The file's lines after any BOM; None stands for a line too long to hold."""
     if fh.read(len(UTF8_BOM)) != UTF8_BOM:
         fh.seek(0)
+    return bounded_lines(fh)
 
 
 def _bad_line(number: int, text: str) -> RawRow:
@@ -40,8 +45,9 @@ def _bad_line(number: int, text: str) -> RawRow:
     except json.JSONDecodeError as exc:
         problem = f"invalid JSON ({exc.msg} at column {exc.colno})"
         return RawRow(number, None, {RAW_LINE_KEY: clip(text)}, f"Row {number}: {problem}")
-    except (ValueError, RecursionError) as exc:
-        # e.g. an integer beyond Python's digit limit, or absurd nesting.
+    except RecursionError:
+        return RawRow(number, None, {RAW_LINE_KEY: clip(text)}, too_deep_message(number))
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit, or NaN
         return RawRow(number, None, {RAW_LINE_KEY: clip(text)}, f"Row {number}: {exc}")
     if end != len(text):
         return RawRow(
@@ -54,14 +60,21 @@ def _bad_line(number: int, text: str) -> RawRow:
 
 
 def read_jsonl(
-    path: Path, *, columns: Sequence[str], keep_raw: bool
+    path: Path,
+    *,
+    columns: Sequence[str],
+    keep_raw: bool,
+    column_map: Mapping[str, str] | None = None,
 ) -> Generator[RawRow, None, None]:
     """Stream the lines of a JSON Lines file (see ``bulkops.formats.read_rows``)."""
-    matcher = KeyMatcher(columns)
+    matcher = KeyMatcher(columns, column_map)
     with path.open("rb") as fh:
-        _skip_bom(fh)
         number = 0
-        for line in fh:
+        for line in _lines(fh):
+            if line is None:
+                number += 1
+                yield RawRow(number, None, {RAW_LINE_KEY: ""}, too_large_message(number))
+                continue
             try:
                 text = line.decode("utf-8").strip(_WS_TEXT)
             except UnicodeDecodeError as exc:
@@ -82,11 +95,17 @@ def read_jsonl(
 
 
 def count_jsonl(path: Path) -> int:
-    """Count the non-blank lines, as ``read_jsonl`` numbers them."""
+    """Count the non-blank lines, as ``read_jsonl`` numbers them, checking the encoding."""
     count = 0
     with path.open("rb") as fh:
-        _skip_bom(fh)
-        for line in fh:
-            if line.strip(_WS_BYTES):
+        for line in _lines(fh):
+            if line is None:
+                count += 1
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FileFormatError(not_utf8_message(count + 1), count + 1) from exc
+            if text.strip(_WS_TEXT):
                 count += 1
     return count

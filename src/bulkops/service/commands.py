@@ -5,19 +5,18 @@ from __future__ import annotations
 from uuid import UUID
 
 from bulkops.clock import utcnow
-from bulkops.engine.events import finished
-from bulkops.errors import Conflict, NotFound
-from bulkops.storage.ports import EventStore, OperationStore
+from bulkops.engine.persistence import apply_change
+from bulkops.errors import Conflict, IllegalTransition, NotFound
+from bulkops.storage import lifecycle
+from bulkops.storage.ports import OperationStore
 from bulkops.storage.records import OperationRecord
-from bulkops.storage.states import OperationStatus
 
 
 class CommandService:
-    """Cancel (retry and signals arrive in later modules)."""
+    """Cancel (retry and signals have their own services)."""
 
-    def __init__(self, operations: OperationStore, events: EventStore) -> None:
+    def __init__(self, operations: OperationStore) -> None:
         self._operations = operations
-        self._events = events
 
     async def cancel(self, operation_id: UUID) -> OperationRecord:
         """Cancel a Pending, Running or Retrying operation at once in storage.
@@ -30,14 +29,16 @@ class CommandService:
             Conflict: the operation already reached a terminal status.
         """
         now = utcnow()
-        updated = await self._operations.transition(operation_id, OperationStatus.CANCELLED, now)
-        if updated is None:
-            current = await self._operations.get(operation_id)
-            if current is None:
-                raise NotFound(f"Operation {operation_id} not found")
-            raise Conflict(
-                f"Operation is already {current.status.value} and cannot be cancelled",
-                status=current.status.value,
+        try:
+            updated = await apply_change(
+                self._operations, operation_id, lambda current: lifecycle.cancel(current, now)
             )
-        await self._events.append([finished(updated, now)])
+        except IllegalTransition:
+            current = await self._operations.get(operation_id)
+            status = current.status.value if current else "finished"
+            raise Conflict(
+                f"Operation is already {status} and cannot be cancelled", status=status
+            ) from None
+        if updated is None:
+            raise NotFound(f"Operation {operation_id} not found")
         return updated

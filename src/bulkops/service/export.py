@@ -175,7 +175,8 @@ class ExportService:
         self, operation_id: UUID, keep: RowFilter, encoder: _Encoder
     ) -> AsyncIterator[bytes]:
         # The state filter is applied by the store, which then reads only matching rows.
-        rows = self._rows.iterate(operation_id, batch_size=BATCH_SIZE, state=keep.state)
+        states = None if keep.state is None else (keep.state,)
+        rows = self._rows.iterate(operation_id, batch_size=BATCH_SIZE, states=states)
         scanned = 0
         try:
             async for row in rows:

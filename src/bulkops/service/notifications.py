@@ -66,4 +66,6 @@ def parse_notifications(text: str | None) -> dict[str, Any] | None:
         options = NotificationOptions.model_validate(json.loads(text))
     except (json.JSONDecodeError, ValidationError) as exc:
         raise BadRequest(f"Malformed notifications: {exc}") from None
+    except (ValueError, RecursionError):
+        raise BadRequest("Malformed notifications: not valid JSON") from None
     return options.model_dump(by_alias=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bulkops.definition.conversion import convert
@@ -9,10 +11,19 @@ from bulkops.definition.models import Metadata
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.errors import FileFormatError, ValidationError
-from bulkops.formats import FileFormat, RawRow, read_rows
+from bulkops.formats import FileFormat, RawRow, read_header, read_rows
+from bulkops.service.columns import suggest_column_map
 
 PREVIEW_ROWS = 100
 MAX_FILE_ERRORS = 20
+
+
+@dataclass(slots=True)
+class FileCheck:
+    """What the check of a file found."""
+
+    errors: list[str] = field(default_factory=list)
+    suggested_column_map: dict[str, str] = field(default_factory=dict)
 
 
 def _row_message(number: int, message: str) -> str:
@@ -40,16 +51,29 @@ async def _row_error(
     return None
 
 
+def _file_columns(path: Path, fmt: FileFormat, delimiter: str | None) -> list[str]:
+    """The file's column names: the CSV header, or the first JSON object's keys."""
+    if fmt is FileFormat.CSV:
+        return read_header(path, fmt, delimiter) or []
+    for raw in read_rows(path, fmt, columns=(), keep_raw=True):
+        return list(raw.raw or {}) if raw.error is None else []
+    return []
+
+
 async def check_file(
     definition: OperationDefinition,
     path: Path,
     fmt: FileFormat,
     metadata: Metadata | None,
-) -> list[str]:
+    column_map: Mapping[str, str] | None = None,
+) -> FileCheck:
     """File errors for a submission: format and header problems, no data rows, and the
     parse, conversion and row-validation failures of the first 100 rows (at most 20 errors,
-    each prefixed with its row number). Row validation runs only with valid metadata."""
-    errors: list[str] = []
+    each prefixed with its row number). Row validation runs only with valid metadata. When
+    the file's columns miss model columns that differ only in case or punctuation, a column
+    map is suggested."""
+    found = FileCheck()
+    delimiter = definition.controls.csv_delimiter
     seen = 0
     reader = read_rows(
         path,
@@ -57,20 +81,26 @@ async def check_file(
         columns=definition.columns,
         required=definition.required_columns,
         drop_empty=fmt is FileFormat.CSV,
+        column_map=column_map,
+        delimiter=delimiter,
     )
     try:
+        found.suggested_column_map = suggest_column_map(
+            definition.columns, _file_columns(path, fmt, delimiter), column_map
+        )
         for raw in reader:
             seen += 1
             message = await _row_error(definition, raw, metadata)
             if message is not None:
-                errors.append(message)
-            if seen >= PREVIEW_ROWS or len(errors) >= MAX_FILE_ERRORS:
+                found.errors.append(message)
+            if seen >= PREVIEW_ROWS or len(found.errors) >= MAX_FILE_ERRORS:
                 break
     except FileFormatError as exc:
-        errors.append(str(exc))
-        return errors[:MAX_FILE_ERRORS]
+        found.errors.append(str(exc))
+        found.errors = found.errors[:MAX_FILE_ERRORS]
+        return found
     finally:
         reader.close()
     if seen == 0:
-        errors.append("File contains no data rows")
-    return errors
+        found.errors.append("File contains no data rows")
+    return found

@@ -9,11 +9,10 @@ from uuid import UUID
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition, StepDefinition
 from bulkops.definition.registry import Registry
-from bulkops.engine.events import status_changed
 from bulkops.engine.scheduler import Scheduler
 from bulkops.errors import BadRequest, Conflict, NotFound
 from bulkops.service.queries import clamp_paging
-from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowStore
+from bulkops.storage.ports import OperationStore, RetryStore, RowStore
 from bulkops.storage.records import OperationRecord, Page, RetryRequest, RetrySnapshot, RowQuery
 from bulkops.storage.states import OperationStatus, RowState
 
@@ -49,7 +48,6 @@ class RetryService:
         operations: OperationStore,
         rows: RowStore,
         retries: RetryStore,
-        events: EventStore,
         scheduler: Scheduler,
         *,
         max_retry_attempts: int,
@@ -58,7 +56,6 @@ class RetryService:
         self._operations = operations
         self._rows = rows
         self._retries = retries
-        self._events = events
         self._scheduler = scheduler
         self._max_attempts = max_retry_attempts
 
@@ -150,7 +147,6 @@ class RetryService:
             )
         result.rows_submitted = started.rows_reset
         if started.rows_reset:
-            await self._events.append([status_changed(started.record, record.status, now)])
             self._scheduler.enqueue(record.id)
         return result
 

@@ -8,6 +8,8 @@ from bulkops.engine.signals import SignalResult, SignalService
 from bulkops.errors import BadRequest, NotFound
 from bulkops.storage.ports import OperationStore
 
+__all__ = ["SignalResult", "SignalUseCase"]
+
 
 class SignalUseCase:
     """``POST /api/bulks/{id}/signal/{key}`` and ``.../fail``."""

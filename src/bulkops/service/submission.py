@@ -9,6 +9,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,6 @@ from bulkops.definition.conversion import error_lines
 from bulkops.definition.models import Metadata, dump_metadata
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry
-from bulkops.engine.events import operation_event
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.scheduler import Scheduler
 from bulkops.errors import (
@@ -29,11 +29,14 @@ from bulkops.errors import (
     UnsupportedMediaType,
 )
 from bulkops.formats import FileFormat, detect_format
+from bulkops.service.columns import parse_column_map
+from bulkops.service.idempotency import Fingerprint, check_key
 from bulkops.service.notifications import parse_notifications
 from bulkops.service.preflight import check_file
-from bulkops.storage.ports import EventStore, FileStore, OperationStore
-from bulkops.storage.records import OperationRecord
-from bulkops.storage.states import EventType, OperationStatus
+from bulkops.storage.lifecycle import created_event
+from bulkops.storage.ports import FileStore, OperationStore
+from bulkops.storage.records import IdempotencyKey, KeyInUse, OperationRecord
+from bulkops.storage.states import OperationStatus
 
 ANONYMOUS = "anonymous"
 _COPY_CHUNK = 1024 * 1024
@@ -50,11 +53,22 @@ class Upload:
 
 @dataclass(slots=True)
 class ValidationResult:
-    """Outcome of validating a submission."""
+    """Outcome of validating a submission; ``suggested_column_map`` proposes a ``columnMap``
+    for model columns the file lacks under their own names."""
 
     valid: bool
     metadata_errors: list[str] = field(default_factory=list)
     file_errors: list[str] = field(default_factory=list)
+    suggested_column_map: dict[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """What a create did: the operation, and whether it replays an earlier request with the
+    same ``Idempotency-Key`` (then nothing was created)."""
+
+    record: OperationRecord
+    replayed: bool = False
 
 
 @dataclass(slots=True)
@@ -72,20 +86,20 @@ class SubmissionService:
         self,
         registry: Registry,
         operations: OperationStore,
-        events: EventStore,
         files: FileStore,
         scheduler: Scheduler,
         *,
         service_name: str,
         max_upload_bytes: int,
+        idempotency_ttl: float = 86400.0,
     ) -> None:
         self._registry = registry
         self._operations = operations
-        self._events = events
         self._files = files
         self._scheduler = scheduler
         self._service_name = service_name
         self._max_upload_bytes = max_upload_bytes
+        self._idempotency_ttl = idempotency_ttl
 
     def _definition(self, operation_name: str | None) -> OperationDefinition:
         if not operation_name or not operation_name.strip():
@@ -111,6 +125,8 @@ class SubmissionService:
             data: Any = json.loads(text) if text and text.strip() else {}
         except json.JSONDecodeError as exc:
             raise _invalid_metadata([f"Metadata is not valid JSON: {exc.msg}"]) from None
+        except (ValueError, RecursionError):  # absurd nesting or numbers
+            raise _invalid_metadata(["Metadata is not valid JSON"]) from None
         if not isinstance(data, dict):
             raise _invalid_metadata(["Metadata must be a JSON object"])
         try:
@@ -144,18 +160,29 @@ class SubmissionService:
         upload: Upload | None,
         notifications: str | None = None,
         created_by: str | None = None,
-    ) -> OperationRecord:
+        column_map: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Created:
         """Store the file and a Pending operation, then ask the scheduler to process it.
 
+        With ``idempotency_key``, a request the same principal already made with that key
+        (within the idempotency TTL) creates nothing and answers the first operation.
+
         Raises:
-            BadRequest: unknown or missing operation, missing or empty file, bad notifications.
+            BadRequest: unknown or missing operation, missing or empty file, bad
+                notifications, column map or idempotency key.
             UnsupportedMediaType: the file is not CSV, JSON or JSON Lines.
-            Unprocessable: the metadata fails its model (carries the validation result).
+            Unprocessable: the metadata fails its model (carries the validation result), or
+                the idempotency key was used with a different request.
             PayloadTooLarge: the file exceeds the upload limit.
         """
         checked = self._check(operation_name, metadata, upload)
         notification_options = parse_notifications(notifications)
-        stored = await self._files.put(self._limited(checked.upload.chunks))
+        columns = parse_column_map(checked.definition, column_map)
+        key = check_key(idempotency_key)
+        stored_metadata = dump_metadata(checked.metadata)
+        fingerprint = Fingerprint(checked.definition.name, stored_metadata, columns)
+        stored = await self._files.put(fingerprint.through(self._limited(checked.upload.chunks)))
         if stored.size == 0:
             await self._files.delete(stored.file_id)
             raise BadRequest("The uploaded file is empty")
@@ -171,19 +198,39 @@ class SubmissionService:
             file_name=_display_name(checked.upload.file_name, checked.fmt),
             file_size=stored.size,
             file_format=checked.fmt.value,
-            metadata=dump_metadata(checked.metadata),
+            metadata=stored_metadata,
             notifications=notification_options,
+            column_map=columns,
+            schema_version=checked.definition.controls.schema_version,
         )
+        claim = None
+        if key is not None:
+            expires = now - timedelta(seconds=self._idempotency_ttl)
+            claim = IdempotencyKey(record.created_by, key, fingerprint.hexdigest(), expires)
         try:
-            await self._operations.add(record)
+            used = await self._operations.add(
+                record, [created_event(record, now)], idempotency=claim
+            )
         except BaseException:
             await self._files.delete(stored.file_id)
             raise
-        await self._events.append(
-            [operation_event(record, EventType.CREATED, _created_message(record), now)]
-        )
+        if used is not None:
+            await self._files.delete(stored.file_id)
+            return await self._replay(used, fingerprint.hexdigest())
         self._scheduler.enqueue(record.id)
-        return record
+        return Created(record)
+
+    async def _replay(self, used: KeyInUse, fingerprint: str) -> Created:
+        if used.fingerprint != fingerprint:
+            raise Unprocessable(
+                "Idempotency-Key was already used with a different request (operation name, "
+                "metadata, column map or file content differ)",
+                operationId=str(used.operation_id),
+            )
+        first = await self._operations.get(used.operation_id)
+        if first is None:  # pragma: no cover - operations are never deleted
+            raise Unprocessable("Idempotency-Key names an operation that no longer exists")
+        return Created(first, replayed=True)
 
     async def validate(
         self,
@@ -191,6 +238,7 @@ class SubmissionService:
         operation_name: str | None,
         metadata: str | None,
         upload: Upload | None,
+        column_map: str | None = None,
     ) -> ValidationResult:
         """Check a submission without storing anything.
 
@@ -201,6 +249,7 @@ class SubmissionService:
         """
         definition = self._definition(operation_name)
         checked_upload, fmt = self._format(upload)
+        columns = parse_column_map(definition, column_map)
         result = ValidationResult(valid=True)
         parsed: Metadata | None = None
         try:
@@ -213,7 +262,9 @@ class SubmissionService:
             except Exception as exc:
                 result.metadata_errors.append(error_text(exc))
         async with self._spooled(checked_upload.chunks) as path:
-            result.file_errors.extend(await check_file(definition, path, fmt, parsed))
+            checked = await check_file(definition, path, fmt, parsed, columns)
+        result.file_errors.extend(checked.errors)
+        result.suggested_column_map = checked.suggested_column_map or None
         result.valid = not (result.metadata_errors or result.file_errors)
         return result
 
@@ -240,8 +291,3 @@ def _display_name(file_name: str | None, fmt: FileFormat) -> str:
     base = (file_name or "").replace("\\", "/").rsplit("/", 1)[-1]
     base = "".join(ch for ch in base if ch.isprintable()).strip().strip(".")
     return base[:255] or f"upload.{fmt.value}"
-
-
-def _created_message(record: OperationRecord) -> str:
-    size = record.file_size
-    return f"Created by {record.created_by} from {record.file_name} ({size} bytes)"

@@ -9,16 +9,23 @@ from __future__ import annotations
 import builtins
 from bisect import bisect_right, insort
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
 from copy import deepcopy
 from dataclasses import replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from uuid import UUID
 
+from bulkops.clock import utcnow
 from bulkops.errors import StorageError
+from bulkops.storage import lifecycle
+from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange, RowCounts
 from bulkops.storage.records import (
+    ChunkRecord,
     EventRecord,
+    Fence,
+    IdempotencyKey,
+    KeyInUse,
     OperationQuery,
     OperationRecord,
     Page,
@@ -29,17 +36,18 @@ from bulkops.storage.records import (
     RowQuery,
     RowRecord,
     WaitOutcome,
-    resolve_wait,
 )
-from bulkops.storage.states import (
-    CLAIMABLE_STATUSES,
-    OperationStatus,
-    RowState,
-    allowed_sources,
-)
+from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 if TYPE_CHECKING:
-    from bulkops.storage.ports import EventStore, OperationStore, RetryStore, RowStore
+    from bulkops.storage.ports import (
+        ChunkStore,
+        EventStore,
+        OperationStore,
+        RateLimitStore,
+        RetryStore,
+        RowStore,
+    )
 
 _RUNNING = OperationStatus.RUNNING
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -48,19 +56,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def _copy_operation(record: OperationRecord) -> OperationRecord:
     return replace(
         record, metadata=deepcopy(record.metadata), notifications=deepcopy(record.notifications)
-    )
-
-
-def _snapshot(row: RowRecord) -> RetrySnapshot:
-    return RetrySnapshot(
-        operation_id=row.operation_id,
-        row_number=row.row_number,
-        attempt=row.retry_attempt,
-        step_index=row.step_index,
-        step_name=row.step_name,
-        error_type=row.error_type,
-        error_message=row.error_message,
-        failed_at=row.completed_at,
     )
 
 
@@ -102,26 +97,68 @@ def _oldest_first(records: Iterable[OperationRecord]) -> builtins.list[Operation
     return sorted(records, key=lambda r: (r.created_at, r.id))
 
 
-class MemoryStore:
-    """OperationStore and RowStore in one object, so ``save`` updates counters atomically."""
+def _claimable(record: OperationRecord) -> bool:
+    return record.status is OperationStatus.PENDING or (
+        record.status is OperationStatus.RETRYING and record.worker_id is None
+    )
 
-    def __init__(self) -> None:
+
+class MemoryStore:
+    """OperationStore, RowStore and RetryStore in one object, so a change, its rows and
+    its events are written at once.
+
+    Args:
+        events: the feed that events of changes go to (default: a new one, readable as
+            ``store.events``).
+    """
+
+    def __init__(self, events: MemoryEventStore | None = None) -> None:
+        self.events = events if events is not None else MemoryEventStore()
         self._operations: dict[UUID, OperationRecord] = {}
         self._rows: dict[UUID, dict[int, RowRecord]] = {}
         # Row numbers of each operation in ascending order, for paging and keyset iteration.
         self._order: dict[UUID, builtins.list[int]] = {}
         self._history: dict[UUID, builtins.list[RetrySnapshot]] = {}
+        self._keys: dict[tuple[str, str], tuple[UUID, str, datetime]] = {}
+        self._chunks: dict[UUID, dict[int, ChunkRecord]] = {}
+        self._starts: dict[str, builtins.list[datetime]] = {}
 
     async def ping(self) -> None:
         """Always reachable."""
 
-    async def add(self, record: OperationRecord) -> None:
-        """Insert a new operation record; a duplicate id raises ``StorageError``."""
+    async def add(
+        self,
+        record: OperationRecord,
+        events: Sequence[EventRecord] = (),
+        *,
+        idempotency: IdempotencyKey | None = None,
+    ) -> KeyInUse | None:
+        """Insert a new operation record and its events, unless the idempotency key was
+        used (see ``OperationStore.add``); a duplicate id raises ``StorageError``."""
         if record.id in self._operations:
             raise StorageError(f"operation {record.id} already exists")
+        if idempotency is not None:
+            slot = (idempotency.principal, idempotency.key)
+            used = self._keys.get(slot)
+            if used is not None and used[2] >= idempotency.expires_before:
+                return KeyInUse(used[0], used[1])
+            self._keys[slot] = (record.id, idempotency.fingerprint, record.created_at)
         self._operations[record.id] = _copy_operation(record)
         self._rows[record.id] = {}
         self._order[record.id] = []
+        self.events.append_now(events)
+        return None
+
+    async def acquire(self, key: str, limit: int, period: float) -> float:
+        """Record a rate-limited start when the window has room; else the seconds to wait."""
+        now = utcnow()
+        window = now - timedelta(seconds=period)
+        starts = [moment for moment in self._starts.get(key, []) if moment > window]
+        self._starts[key] = starts
+        if len(starts) < limit:
+            starts.append(now)
+            return 0.0
+        return max((starts[0] - window).total_seconds(), 0.001)
 
     async def get(self, operation_id: UUID) -> OperationRecord | None:
         """The operation record, or None when unknown."""
@@ -144,51 +181,42 @@ class MemoryStore:
         return Page(items=items, total_count=len(found), page=query.page, page_size=query.page_size)
 
     async def claimable(self, limit: int) -> Sequence[OperationRecord]:
-        """Up to ``limit`` Pending or Retrying operations, oldest first."""
-        waiting = (r for r in self._operations.values() if r.status in CLAIMABLE_STATUSES)
+        """Up to ``limit`` Pending operations and unheld Retrying ones, oldest first."""
+        waiting = (r for r in self._operations.values() if _claimable(r))
         return [_copy_operation(r) for r in _oldest_first(waiting)[: max(limit, 0)]]
 
-    async def claim(
-        self, operation_id: UUID, version: int, worker_id: str, now: datetime
-    ) -> OperationRecord | None:
-        """Move a claimable operation whose token is ``version`` to Running."""
-        record = self._operations.get(operation_id)
-        if record is None or record.version != version or record.status not in CLAIMABLE_STATUSES:
-            return None
-        return self._put(
-            replace(
-                record,
-                status=_RUNNING,
-                version=record.version + 1,
-                worker_id=worker_id,
-                heartbeat_at=now,
-                started_at=record.started_at if record.started_at is not None else now,
-            )
-        )
+    async def abandoned(self, stale_before: datetime, limit: int) -> Sequence[OperationRecord]:
+        """Held operations whose heartbeat is older than ``stale_before``."""
+        found = [
+            r
+            for r in self._operations.values()
+            if r.status in HELD_STATUSES
+            and r.worker_id is not None
+            and (r.heartbeat_at or _EPOCH) < stale_before
+        ]
+        found.sort(key=lambda r: (r.heartbeat_at or _EPOCH, r.id))
+        return [_copy_operation(r) for r in found[: max(limit, 0)]]
 
-    async def transition(
-        self,
-        operation_id: UUID,
-        target: OperationStatus,
-        now: datetime,
-        *,
-        error_message: str | None = None,
-        expected_version: int | None = None,
-    ) -> OperationRecord | None:
-        """Change the status when the transition table allows it from the current one."""
-        record = self._operations.get(operation_id)
-        if record is None or record.status not in allowed_sources(target):
+    async def running(self) -> Sequence[OperationRecord]:
+        """Every Running operation, oldest first."""
+        found = (r for r in self._operations.values() if r.status is _RUNNING)
+        return [_copy_operation(r) for r in _oldest_first(found)]
+
+    async def apply(self, change: OperationChange) -> OperationRecord | None:
+        """Persist a change and its events when the token still matches."""
+        record = self._operations.get(change.operation_id)
+        if record is None or record.version != change.expected_version:
             return None
-        if expected_version is not None and record.version != expected_version:
-            return None
-        changes: dict[str, Any] = {"status": target, "version": record.version + 1}
-        if target.is_terminal:
-            changes["completed_at"] = now
-        if target is OperationStatus.PENDING:
-            changes.update(worker_id=None, heartbeat_at=None)
-        if error_message is not None:
-            changes["error_message"] = error_message
-        return self._put(replace(record, **changes))
+        self.events.append_now(change.events)
+        return self._put(replace(record, **change.values))
+
+    async def counts(self, operation_id: UUID) -> RowCounts:
+        """Completed and Failed rows of the operation."""
+        rows = self._rows.get(operation_id, {}).values()
+        return RowCounts(
+            completed=sum(1 for row in rows if row.state is RowState.COMPLETED),
+            failed=sum(1 for row in rows if row.state is RowState.FAILED),
+        )
 
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
         """Record how many data rows the file holds (unknown ids are ignored)."""
@@ -197,40 +225,30 @@ class MemoryStore:
             self._operations[operation_id] = replace(record, total_rows=total_rows)
 
     async def heartbeat(self, operation_ids: Sequence[UUID], worker_id: str, now: datetime) -> None:
-        """Renew ``heartbeat_at`` of the Running operations this worker holds."""
+        """Renew ``heartbeat_at`` of the held operations this worker holds."""
         for operation_id in set(operation_ids):
             record = self._operations.get(operation_id)
-            if record and record.worker_id == worker_id and record.status is _RUNNING:
+            if record and record.worker_id == worker_id and record.status in HELD_STATUSES:
                 self._operations[operation_id] = replace(record, heartbeat_at=now)
 
-    async def running(self) -> Sequence[OperationRecord]:
-        """Every Running operation, oldest first."""
-        found = (r for r in self._operations.values() if r.status is _RUNNING)
-        return [_copy_operation(r) for r in _oldest_first(found)]
-
-    async def recount(self, operation_id: UUID) -> OperationRecord | None:
-        """Recompute processed, successful and error counters from the stored row states."""
-        record = self._operations.get(operation_id)
-        if record is None:
-            return None
-        rows = self._rows[operation_id].values()
-        done = sum(1 for row in rows if row.state is RowState.COMPLETED)
-        bad = sum(1 for row in rows if row.state is RowState.FAILED)
-        return self._put(
-            replace(record, processed_rows=done + bad, successful_rows=done, error_count=bad)
-        )
-
     async def save(
-        self, operation_id: UUID, rows: Sequence[RowRecord], delta: ProgressDelta
+        self,
+        operation_id: UUID,
+        rows: Sequence[RowRecord],
+        delta: ProgressDelta,
+        events: Sequence[EventRecord] = (),
+        *,
+        fence: Fence | None = None,
     ) -> OperationStatus | None:
-        """Upsert row records and add ``delta`` to the counters.
+        """Upsert row records, add ``delta`` to the counters and record ``events``.
 
-        Returns the operation's status, or None (nothing written) when it is unknown.
+        Returns the operation's status, or None (nothing written) when it is unknown or
+        not held as ``fence`` says.
         """
         if any(row.operation_id != operation_id for row in rows):
             raise ValueError(f"every saved row must belong to operation {operation_id}")
         record = self._operations.get(operation_id)
-        if record is None:
+        if record is None or not self._holds(record, fence):
             return None
         stored, order = self._rows[operation_id], self._order[operation_id]
         for row in rows:
@@ -243,7 +261,106 @@ class MemoryStore:
             successful_rows=record.successful_rows + delta.successful,
             error_count=record.error_count + delta.failed,
         )
+        self.events.append_now(events)
         return record.status
+
+    def _holds(self, record: OperationRecord, fence: Fence | None) -> bool:
+        if fence is None:
+            return True
+        if fence.chunk is None:
+            return record.worker_id == fence.worker_id
+        chunk = self._chunks.get(record.id, {}).get(fence.chunk)
+        return (
+            chunk is not None
+            and chunk.state is ChunkState.RUNNING
+            and chunk.worker_id == fence.worker_id
+        )
+
+    async def split(
+        self, change: OperationChange, chunks: Sequence[ChunkRecord]
+    ) -> OperationRecord | None:
+        """Apply the change and insert the chunks at once."""
+        stored = await self.apply(change)
+        if stored is not None:
+            self._chunks[change.operation_id] = {chunk.index: chunk for chunk in chunks}
+        return stored
+
+    def _claimable_chunks(
+        self, names: Collection[str], stale_before: datetime
+    ) -> Iterator[ChunkRecord]:
+        wanted = {name.casefold() for name in names}
+        for operation in _oldest_first(self._operations.values()):
+            if (
+                operation.status is not _RUNNING
+                or operation.operation_name.casefold() not in wanted
+            ):
+                continue
+            for chunk in self._chunks.get(operation.id, {}).values():
+                stale = (chunk.heartbeat_at or _EPOCH) < stale_before
+                if chunk.state is ChunkState.PENDING or (
+                    chunk.state is ChunkState.RUNNING and stale
+                ):
+                    yield chunk
+
+    async def claim_chunk(
+        self, names: Collection[str], worker_id: str, now: datetime, stale_before: datetime
+    ) -> ChunkRecord | None:
+        """Claim a Pending (or abandoned) chunk of a Running operation named in ``names``."""
+        chunk = next(self._claimable_chunks(names, stale_before), None)
+        if chunk is None:
+            return None
+        claimed = replace(
+            chunk,
+            state=ChunkState.RUNNING,
+            worker_id=worker_id,
+            heartbeat_at=now,
+            version=chunk.version + 1,
+            resume_count=chunk.resume_count + (chunk.state is ChunkState.RUNNING),
+        )
+        self._chunks[chunk.operation_id][chunk.index] = claimed
+        return claimed
+
+    async def chunk_work(self, names: Collection[str], stale_before: datetime) -> int:
+        """How many chunks could be claimed now."""
+        return sum(1 for _ in self._claimable_chunks(names, stale_before))
+
+    async def get_chunk(self, operation_id: UUID, index: int) -> ChunkRecord | None:
+        """One chunk, or None."""
+        return self._chunks.get(operation_id, {}).get(index)
+
+    async def heartbeat_chunk(
+        self, operation_id: UUID, index: int, worker_id: str, now: datetime
+    ) -> bool:
+        """Renew the chunk's heartbeat while ``worker_id`` holds it."""
+        chunk = self._chunks.get(operation_id, {}).get(index)
+        if chunk is None or chunk.state is not ChunkState.RUNNING or chunk.worker_id != worker_id:
+            return False
+        self._chunks[operation_id][index] = replace(chunk, heartbeat_at=now)
+        return True
+
+    async def end_chunk(
+        self, operation_id: UUID, index: int, worker_id: str, *, done: bool
+    ) -> int | None:
+        """Mark a held chunk Done, or hand it back; returns the chunks not Done."""
+        chunks = self._chunks.get(operation_id, {})
+        chunk = chunks.get(index)
+        if chunk is None or chunk.state is not ChunkState.RUNNING or chunk.worker_id != worker_id:
+            return None
+        state = ChunkState.DONE if done else ChunkState.PENDING
+        chunks[index] = replace(
+            chunk, state=state, worker_id=None, heartbeat_at=None, version=chunk.version + 1
+        )
+        return sum(1 for c in chunks.values() if c.state is not ChunkState.DONE)
+
+    async def finished_splits(self) -> Sequence[UUID]:
+        """Running operations whose chunks are all Done."""
+        return [
+            operation_id
+            for operation_id, chunks in self._chunks.items()
+            if chunks
+            and all(c.state is ChunkState.DONE for c in chunks.values())
+            and self._operations[operation_id].status is _RUNNING
+        ]
 
     async def page(self, query: RowQuery) -> Page[RowRecord]:
         """A page of row records matching the query, by row number."""
@@ -255,29 +372,19 @@ class MemoryStore:
         items = [_copy_row(row) for row in found[start : start + query.page_size]]
         return Page(items=items, total_count=len(found), page=query.page, page_size=query.page_size)
 
-    async def final_row_numbers(self, operation_id: UUID, after: int, limit: int) -> Sequence[int]:
-        """Ascending row numbers above ``after`` whose state is Completed or Failed."""
-        stored = self._rows.get(operation_id, {})
-        numbers = self._order.get(operation_id, [])
-        found: builtins.list[int] = []
-        for number in numbers[bisect_right(numbers, after) :]:
-            if len(found) >= limit:
-                break
-            if stored[number].state.is_final:
-                found.append(number)
-        return found
-
     async def iterate(
         self,
         operation_id: UUID,
         *,
         batch_size: int = 1000,
-        state: RowState | None = None,
+        states: Collection[RowState] | None = None,
+        after: int = 0,
     ) -> AsyncIterator[RowRecord]:
-        """Every row record (or those in ``state``) by row number, in keyset batches."""
+        """Every row record above ``after`` (or those in ``states``) by row number, in
+        keyset batches."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        last: int | None = None
+        last: int | None = after
         while True:
             stored = self._rows.get(operation_id, {})
             numbers = self._order.get(operation_id, [])
@@ -287,7 +394,7 @@ class MemoryStore:
                 if len(batch) >= batch_size:
                     break
                 last = number
-                if state is None or stored[number].state is state:
+                if states is None or stored[number].state in states:
                     batch.append(_copy_row(stored[number]))
             for row in batch:
                 yield row
@@ -319,7 +426,7 @@ class MemoryStore:
             or row.signal_key != signal_key
         ):
             return None
-        stored[row_number] = resolve_wait(row, outcome)
+        stored[row_number] = lifecycle.resolve_wait(row, outcome)
         return _copy_row(stored[row_number])
 
     async def begin_retry(self, request: RetryRequest, now: datetime) -> RetryStart | None:
@@ -344,26 +451,11 @@ class MemoryStore:
             return RetryStart(_copy_operation(record), 0)
         history = self._history.setdefault(request.operation_id, [])
         for row in chosen:
-            history.append(_snapshot(row))
-            stored[row.row_number] = replace(
-                row,
-                state=RowState.PENDING,
-                retry_attempt=row.retry_attempt + 1,
-                error_type=None,
-                error_message=None,
-                completed_at=None,
-            )
-        updated = self._put(
-            replace(
-                record,
-                status=OperationStatus.RETRYING,
-                retry_count=record.retry_count + 1,
-                version=record.version + 1,
-                completed_at=None,
-                error_message=None,
-            )
-        )
-        return RetryStart(updated, len(chosen))
+            history.append(lifecycle.retry_snapshot(row))
+            stored[row.row_number] = lifecycle.reset_for_retry(row)
+        change = lifecycle.begin_retry(record, now)
+        self.events.append_now(change.events)
+        return RetryStart(self._put(replace(record, **change.values)), len(chosen))
 
     async def history(
         self, operation_id: UUID, *, row_number: int | None, page: int, page_size: int
@@ -402,6 +494,11 @@ class MemoryEventStore:
 
     async def append(self, events: Sequence[EventRecord]) -> None:
         """Record events, assigning their sequences in order (evicting the oldest)."""
+        self.append_now(events)
+
+    def append_now(self, events: Sequence[EventRecord]) -> None:
+        """``append`` without awaiting, so a store can record events atomically with the
+        change that caused them."""
         for event in events:
             self._events.append(replace(event, sequence=self._next_sequence))
             self._next_sequence += 1
@@ -436,6 +533,6 @@ if TYPE_CHECKING:
 
     def _implements_ports(
         store: MemoryStore, events: MemoryEventStore
-    ) -> tuple[OperationStore, RowStore, RetryStore, EventStore]:
+    ) -> tuple[OperationStore, RowStore, RetryStore, RateLimitStore, ChunkStore, EventStore]:
         # mypy proves here that the memory stores satisfy the Protocols.
-        return store, store, store, events
+        return store, store, store, store, store, events

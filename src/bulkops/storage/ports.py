@@ -2,20 +2,26 @@
 
 Every adapter passes the same contract suite (``tests/contract``). Timestamps going in and
 coming out are timezone-aware UTC. Adapters translate their driver errors into
-``bulkops.errors.StorageError``.
+``bulkops.errors.StorageError``. The rules of every state change live in
+``storage.lifecycle``; adapters persist changes and their events, in one transaction each.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 from uuid import UUID
 
+from bulkops.storage.lifecycle import OperationChange, RowCounts
 from bulkops.storage.records import (
+    ChunkRecord,
     EventRecord,
+    Fence,
+    IdempotencyKey,
+    KeyInUse,
     OperationQuery,
     OperationRecord,
     Page,
@@ -32,13 +38,26 @@ from bulkops.storage.states import OperationStatus, RowState
 
 
 class OperationStore(Protocol):
-    """Operation records and their status, guarded by the transition table."""
+    """Operation records. Every status change arrives as a ``lifecycle.OperationChange``,
+    persisted with its events in one transaction, so the feed never misses a transition."""
 
     async def ping(self) -> None:
         """Raise ``StorageError`` when the backend is unreachable."""
 
-    async def add(self, record: OperationRecord) -> None:
-        """Insert a new operation record."""
+    async def add(
+        self,
+        record: OperationRecord,
+        events: Sequence[EventRecord],
+        *,
+        idempotency: IdempotencyKey | None = None,
+    ) -> KeyInUse | None:
+        """Insert a new operation record and its events (Created) in one transaction.
+
+        With ``idempotency``: when the principal used the key at or after
+        ``expires_before``, nothing is inserted and that earlier use is returned (of two
+        concurrent adds with one key, exactly one inserts); an expired use is replaced.
+        Returns None when the record was inserted.
+        """
 
     async def get(self, operation_id: UUID) -> OperationRecord | None:
         """The record, or None when unknown."""
@@ -47,58 +66,107 @@ class OperationStore(Protocol):
         """A page of records matching the query, newest ``created_at`` first, then by id."""
 
     async def claimable(self, limit: int) -> Sequence[OperationRecord]:
-        """Up to ``limit`` Pending or Retrying operations, oldest first."""
+        """Up to ``limit`` operations a worker may claim, oldest first: Pending ones, and
+        Retrying ones nobody holds."""
 
-    async def claim(
-        self, operation_id: UUID, version: int, worker_id: str, now: datetime
-    ) -> OperationRecord | None:
-        """Move a claimable operation whose token is ``version`` to Running.
+    async def abandoned(self, stale_before: datetime, limit: int) -> Sequence[OperationRecord]:
+        """Up to ``limit`` held operations (Running or Retrying, with a worker) whose
+        heartbeat is older than ``stale_before``, oldest heartbeat first."""
 
-        Sets ``worker_id``, ``heartbeat_at=now``, ``started_at`` (first claim only) and
-        increments the token. Returns the updated record, or None when another writer got
-        there first (the caller skips the operation).
+    async def running(self) -> Sequence[OperationRecord]:
+        """Every Running operation, oldest first."""
+
+    async def apply(self, change: OperationChange) -> OperationRecord | None:
+        """Persist a change: set ``change.values`` when the stored token is still
+        ``change.expected_version``, and record ``change.events``, in one transaction.
+
+        Returns the stored record after the change, or None (nothing written) when the
+        operation is unknown or another writer moved it first.
         """
 
-    async def transition(
-        self,
-        operation_id: UUID,
-        target: OperationStatus,
-        now: datetime,
-        *,
-        error_message: str | None = None,
-        expected_version: int | None = None,
-    ) -> OperationRecord | None:
-        """Change the status when the transition table allows it from the current one.
-
-        Increments the token. A terminal target sets ``completed_at=now``; Pending clears the
-        worker. ``error_message`` is stored when given. With ``expected_version`` the change
-        also requires that token. Returns the updated record, or None when refused.
-        """
+    async def counts(self, operation_id: UUID) -> RowCounts:
+        """How many of the operation's stored rows are Completed and Failed."""
 
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
         """Record how many data rows the file holds."""
 
     async def heartbeat(self, operation_ids: Sequence[UUID], worker_id: str, now: datetime) -> None:
-        """Renew ``heartbeat_at`` of the Running operations this worker holds."""
+        """Renew ``heartbeat_at`` of the held operations this worker holds."""
 
-    async def running(self) -> Sequence[OperationRecord]:
-        """Every Running operation."""
 
-    async def recount(self, operation_id: UUID) -> OperationRecord | None:
-        """Recompute processed, successful and error counters from the stored row states."""
+class RateLimitStore(Protocol):
+    """Starts of rate-limited calls, shared by every process using the same storage."""
+
+    async def acquire(self, key: str, limit: int, period: float) -> float:
+        """Record a start under ``key`` when fewer than ``limit`` starts were recorded in
+        the ``period`` seconds before now, and return 0; otherwise record nothing and return
+        the seconds until the oldest of them leaves the window. Decisions for one key are
+        serialised across processes, and "now" is read once the key is locked, so starts
+        are recorded in the order they were decided."""
+
+
+class ChunkStore(Protocol):
+    """The row ranges of operations split for several workers (implemented by the same
+    object as the operation store)."""
+
+    async def split(
+        self, change: OperationChange, chunks: Sequence[ChunkRecord]
+    ) -> OperationRecord | None:
+        """Apply ``change`` (the operation handed from its claimer to its chunks) and insert
+        ``chunks``, in one transaction; None (nothing written) when the token moved."""
+
+    async def claim_chunk(
+        self, names: Collection[str], worker_id: str, now: datetime, stale_before: datetime
+    ) -> ChunkRecord | None:
+        """Claim one chunk of a Running operation whose name is in ``names`` (compared
+        case-insensitively): a Pending one, or a Running one whose heartbeat is older than
+        ``stale_before``. It becomes Running, held by ``worker_id`` (token incremented;
+        ``resume_count`` too when it was taken from a stopped holder). Concurrent claimers
+        never get the same chunk. None when there is none."""
+
+    async def chunk_work(self, names: Collection[str], stale_before: datetime) -> int:
+        """How many chunks ``claim_chunk`` could claim now."""
+
+    async def get_chunk(self, operation_id: UUID, index: int) -> ChunkRecord | None:
+        """One chunk, or None."""
+
+    async def heartbeat_chunk(
+        self, operation_id: UUID, index: int, worker_id: str, now: datetime
+    ) -> bool:
+        """Renew the chunk's heartbeat; False when ``worker_id`` no longer holds it."""
+
+    async def end_chunk(
+        self, operation_id: UUID, index: int, worker_id: str, *, done: bool
+    ) -> int | None:
+        """Mark a chunk Done (``done``) or hand it back to Pending, only while
+        ``worker_id`` holds it; returns how many of the operation's chunks are not Done
+        (counted in the same transaction, so exactly one worker sees the last chunk end),
+        or None when it was not held."""
+
+    async def finished_splits(self) -> Sequence[UUID]:
+        """Running operations whose chunks are all Done (their last worker stopped before it
+        could end the operation)."""
 
 
 class RowStore(Protocol):
     """Row records of operations."""
 
     async def save(
-        self, operation_id: UUID, rows: Sequence[RowRecord], delta: ProgressDelta
+        self,
+        operation_id: UUID,
+        rows: Sequence[RowRecord],
+        delta: ProgressDelta,
+        events: Sequence[EventRecord] = (),
+        *,
+        fence: Fence | None = None,
     ) -> OperationStatus | None:
-        """Upsert row records (by operation and row number) and add ``delta`` to the
-        operation's counters, in one transaction.
+        """Upsert row records (by operation and row number), add ``delta`` to the
+        operation's counters and record ``events`` (RowFailed), in one transaction.
 
-        Returns the operation's status after the write (None when the operation is unknown),
-        so a worker notices a cancellation at every flush.
+        With ``fence``, only while that worker holds the operation (or the fence's chunk of
+        it): a worker that lost it (another resumed it) writes nothing. Returns the
+        operation's status after the write, so a worker notices a cancellation at every
+        flush; None when nothing was written (unknown operation, or not held).
         """
 
     async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
@@ -107,18 +175,16 @@ class RowStore(Protocol):
     async def page(self, query: RowQuery) -> Page[RowRecord]:
         """A page of row records matching the query, by row number."""
 
-    async def final_row_numbers(self, operation_id: UUID, after: int, limit: int) -> Sequence[int]:
-        """Ascending row numbers above ``after`` whose state is Completed or Failed."""
-
     def iterate(
         self,
         operation_id: UUID,
         *,
         batch_size: int = 1000,
-        state: RowState | None = None,
+        states: Collection[RowState] | None = None,
+        after: int = 0,
     ) -> AsyncIterator[RowRecord]:
-        """Every row record of an operation (or those in ``state``) by row number, fetched
-        in batches."""
+        """Every row record of an operation above row ``after`` (or those in ``states``)
+        by row number, fetched in batches."""
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The row that started waiting first (ties by row number) among the operation's
@@ -128,8 +194,8 @@ class RowStore(Protocol):
         self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
     ) -> RowRecord | None:
         """End a wait atomically: only when the row is still WaitingForCompletion with this
-        signal key (None for polling steps). Applies ``records.resolve_wait`` and returns the
-        stored result, or None when the row was not waiting (someone else ended it)."""
+        signal key (None for polling steps). Applies ``lifecycle.resolve_wait`` and returns
+        the stored result, or None when the row was not waiting (someone else ended it)."""
 
 
 class RetryStore(Protocol):
@@ -139,11 +205,11 @@ class RetryStore(Protocol):
         """Start a retry round in one transaction.
 
         When the operation is CompletedWithErrors with token ``expected_version``: snapshot
-        each qualifying row's error into the history, reset those rows to Pending with
-        ``retry_attempt + 1`` (keeping their step progress), and move the operation to
-        Retrying with ``retry_count + 1``. When no row qualifies nothing changes and
-        ``rows_reset`` is 0. Returns None when the operation is not CompletedWithErrors with
-        that token (another writer got there first).
+        each qualifying row's error into the history, reset those rows
+        (``lifecycle.reset_for_retry``) and apply ``lifecycle.begin_retry`` with its event.
+        When no row qualifies nothing changes and ``rows_reset`` is 0. Returns None when
+        the operation is not CompletedWithErrors with that token (another writer got there
+        first).
         """
 
     async def history(

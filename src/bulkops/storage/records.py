@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
-from bulkops.storage.states import ErrorType, EventType, OperationStatus, RowState, Severity
+from bulkops.storage.states import (
+    ChunkState,
+    ErrorType,
+    EventType,
+    OperationStatus,
+    RowState,
+    Severity,
+)
 
 T = TypeVar("T")
 
@@ -29,6 +36,9 @@ class OperationRecord:
     file_format: str  # "csv" | "json" | "jsonl"
     metadata: dict[str, Any]
     notifications: dict[str, Any] | None = None
+    # File column -> model column, applied before matching (the columnMap form field).
+    column_map: dict[str, str] | None = None
+    schema_version: str | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None
     total_rows: int = 0
@@ -39,9 +49,11 @@ class OperationRecord:
     error_message: str | None = None
     # Optimistic concurrency token: incremented by every status change.
     version: int = 0
-    # The worker holding a Running operation and when it last said it is alive.
+    # The worker holding a Running (or Retrying) operation and when it last said it is
+    # alive; how many times it was resumed after its holder stopped responding.
     worker_id: str | None = None
     heartbeat_at: datetime | None = None
+    resume_count: int = 0
 
 
 @dataclass(slots=True)
@@ -123,35 +135,6 @@ class WaitOutcome:
     at: datetime
     error_type: ErrorType | None = None
     error_message: str | None = None
-
-
-def resolve_wait(row: RowRecord, outcome: WaitOutcome) -> RowRecord:
-    """A copy of a waiting row with its wait ended.
-
-    Success marks the step Completed and the row Running again (its pipeline goes on);
-    failure marks the step and the row Failed with the outcome's error.
-    """
-    steps = [replace(step) for step in row.steps]
-    state = RowState.COMPLETED if outcome.succeeded else RowState.FAILED
-    if 0 <= outcome.step_index < len(steps):
-        steps[outcome.step_index] = replace(
-            steps[outcome.step_index],
-            state=state,
-            completed_at=outcome.at,
-            error_type=outcome.error_type,
-            error_message=outcome.error_message,
-        )
-    if outcome.succeeded:
-        return replace(row, state=RowState.RUNNING, steps=steps)
-    return replace(
-        row,
-        state=RowState.FAILED,
-        steps=steps,
-        step_index=outcome.step_index,
-        error_type=outcome.error_type,
-        error_message=outcome.error_message,
-        completed_at=outcome.at,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,3 +246,55 @@ class StoredFile:
 
     file_id: str
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyKey:
+    """An ``Idempotency-Key`` of a create: the principal's key, a fingerprint of what was
+    submitted, and the creation time before which an earlier use has expired."""
+
+    principal: str
+    key: str
+    fingerprint: str
+    expires_before: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInUse:
+    """The unexpired earlier use of an idempotency key: the operation it created and the
+    fingerprint of that submission."""
+
+    operation_id: UUID
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """One row range of an operation split for several workers: ``row_count`` rows from
+    ``first_row``, whose first record starts at byte ``offset`` of the stored file (-1 when
+    unknown: the range is then found by reading from the start)."""
+
+    operation_id: UUID
+    index: int
+    first_row: int
+    row_count: int
+    offset: int
+    state: ChunkState = ChunkState.PENDING
+    worker_id: str | None = None
+    heartbeat_at: datetime | None = None
+    version: int = 0
+    resume_count: int = 0  # claims of it after its holder stopped responding
+
+    @property
+    def last_row(self) -> int:
+        """The number of the range's last row."""
+        return self.first_row + self.row_count - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Who may write an operation's rows: the worker holding the operation, or (with
+    ``chunk``) the worker holding that chunk of it."""
+
+    worker_id: str
+    chunk: int | None = None

@@ -37,15 +37,19 @@ TERMINAL_STATUSES = frozenset(
     }
 )
 
-# Statuses a worker may claim.
+# Statuses a worker may claim (a Retrying operation only while nobody holds it).
 CLAIMABLE_STATUSES = frozenset({OperationStatus.PENDING, OperationStatus.RETRYING})
 
-# target status -> statuses it may be reached from. Every store consults this table, so an
-# illegal move (say, a worker finishing an operation a user already cancelled) changes nothing.
+# target status -> statuses it may be reached from. Every change goes through this table
+# (``storage.lifecycle``), so an illegal move (say, a worker finishing an operation a user
+# already cancelled) is refused instead of overwriting. A retry round is processed in
+# Retrying and ends from there, as a first run ends from Running.
 TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
-    OperationStatus.RUNNING: CLAIMABLE_STATUSES,
-    OperationStatus.COMPLETED: frozenset({OperationStatus.RUNNING}),
-    OperationStatus.COMPLETED_WITH_ERRORS: frozenset({OperationStatus.RUNNING}),
+    OperationStatus.RUNNING: frozenset({OperationStatus.PENDING}),
+    OperationStatus.COMPLETED: frozenset({OperationStatus.RUNNING, OperationStatus.RETRYING}),
+    OperationStatus.COMPLETED_WITH_ERRORS: frozenset(
+        {OperationStatus.RUNNING, OperationStatus.RETRYING}
+    ),
     OperationStatus.FAILED: frozenset(
         {OperationStatus.PENDING, OperationStatus.RUNNING, OperationStatus.RETRYING}
     ),
@@ -87,6 +91,14 @@ class RowState(StrEnum):
         """Match a state name case-insensitively; None when unknown."""
         folded = text.strip().casefold()
         return next((s for s in cls if s.value.casefold() == folded), None)
+
+
+class ChunkState(StrEnum):
+    """State of one row range of a split operation."""
+
+    PENDING = "Pending"  # waiting for a worker to claim it
+    RUNNING = "Running"  # held by a worker that renews its heartbeat
+    DONE = "Done"  # every row of the range reached a final state
 
 
 class ErrorType(StrEnum):

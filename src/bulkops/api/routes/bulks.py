@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from bulkops.api.deps import OperationId, RuntimeDep
+from bulkops.api.deps import (
+    AccessDep,
+    IsoDateTime,
+    OperationId,
+    Page,
+    PageSize,
+    RowNumber,
+    RuntimeDep,
+)
 from bulkops.api.download import content_disposition
 from bulkops.api.schemas import (
     CreateResult,
@@ -27,60 +34,44 @@ from bulkops.storage.states import OperationStatus
 
 router = APIRouter(prefix="/api/bulks", tags=["bulks"])
 
-_ERRORS = error_responses(400, 404)
-
-Page = Annotated[int | None, Query()]
-PageSize = Annotated[int | None, Query(alias="pageSize")]
+_ERRORS = error_responses(404)
 
 
+# The multipart request bodies of create and validate depend on the registered operations:
+# bulkops.api.openapi describes them.
 @router.post(
     "",
     operation_id="createBulk",
     status_code=201,
     response_model=CreateResult,
     responses={
-        **error_responses(400, 404, 413, 415),
-        422: {"model": ValidationResultSchema},
-    },
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["operationName", "file"],
-                        "properties": {
-                            "operationName": {"type": "string"},
-                            "file": {"type": "string", "format": "binary"},
-                            "metadata": {"type": "string", "description": "JSON object"},
-                            "notifications": {"type": "string"},
-                            "createdBy": {"type": "string"},
-                        },
-                    }
-                }
-            },
-        }
+        **error_responses(400, 413, 415),
+        422: {"model": ValidationResultSchema, "description": "Metadata is invalid"},
     },
 )
-async def create_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
-    """Store the file and a Pending operation; processing happens in the background."""
+async def create_bulk(request: Request, runtime: RuntimeDep, access: AccessDep) -> JSONResponse:
+    """Store the file and a Pending operation; processing happens in the background.
+
+    The creator is the authenticated caller (through the user resolver); the ``createdBy``
+    form value counts only when no policy is configured.
+    """
     form, raw = await read_form(request, runtime.settings.max_upload_bytes)
     try:
-        record = await runtime.submissions.create(
+        created = await runtime.submissions.create(
             operation_name=form.operation_name,
             metadata=form.metadata,
             upload=form.upload,
             notifications=form.notifications,
-            created_by=form.created_by,
+            created_by=await access.created_by(request, form.created_by),
+            column_map=form.column_map,
+            idempotency_key=request.headers.get("idempotency-key"),
         )
     finally:
         await raw.close()
-    return JSONResponse(
-        {"operationId": str(record.id)},
-        status_code=201,
-        headers={"Location": f"/api/bulks/{record.id}"},
-    )
+    headers = {"Location": f"/api/bulks/{created.record.id}"}
+    if created.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse({"operationId": str(created.record.id)}, status_code=201, headers=headers)
 
 
 @router.post(
@@ -88,8 +79,8 @@ async def create_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
     operation_id="validateBulk",
     response_model=ValidationResultSchema,
     responses={
-        **error_responses(400, 404, 413, 415),
-        422: {"model": ValidationResultSchema},
+        **error_responses(400, 413, 415),
+        422: {"model": ValidationResultSchema, "description": "The submission is invalid"},
     },
 )
 async def validate_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
@@ -97,11 +88,14 @@ async def validate_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
     form, raw = await read_form(request, runtime.settings.max_upload_bytes)
     try:
         result = await runtime.submissions.validate(
-            operation_name=form.operation_name, metadata=form.metadata, upload=form.upload
+            operation_name=form.operation_name,
+            metadata=form.metadata,
+            upload=form.upload,
+            column_map=form.column_map,
         )
     finally:
         await raw.close()
-    body = ValidationResultSchema.from_record(result).model_dump(by_alias=True)
+    body = ValidationResultSchema.from_record(result).model_dump(by_alias=True, exclude_none=True)
     return JSONResponse(body, status_code=200 if result.valid else 422)
 
 
@@ -118,8 +112,8 @@ async def get_bulks(
     operation_name: Annotated[str | None, Query(alias="operationName")] = None,
     status: str | None = None,
     created_by: Annotated[str | None, Query(alias="createdBy")] = None,
-    created_from: Annotated[datetime | None, Query(alias="from")] = None,
-    created_to: Annotated[datetime | None, Query(alias="to")] = None,
+    created_from: Annotated[IsoDateTime | None, Query(alias="from")] = None,
+    created_to: Annotated[IsoDateTime | None, Query(alias="to")] = None,
 ) -> PageSchema[OperationSchema]:
     """Operations, newest first. An unknown ``status`` is ignored."""
     number, size = clamp_paging(page, page_size)
@@ -138,7 +132,7 @@ async def get_bulks(
 
 
 @router.get(
-    "/{id}",
+    "/{id:bulk_id}",
     operation_id="getBulk",
     response_model=OperationSchema,
     responses=_ERRORS,
@@ -174,7 +168,7 @@ async def get_bulk_errors(
     page: Page = None,
     page_size: PageSize = None,
     error_type: Annotated[str | None, Query(alias="errorType")] = None,
-    row_number: Annotated[int | None, Query(alias="rowNumber")] = None,
+    row_number: RowNumber = None,
 ) -> PageSchema[RowErrorSchema]:
     """Failed rows by row number. An unknown ``errorType`` is ignored."""
     result = await runtime.queries.errors(
@@ -234,7 +228,7 @@ async def get_bulk_file(operation_id: OperationId, runtime: RuntimeDep) -> Strea
     "/{id}/cancel",
     operation_id="cancelBulk",
     response_model=StatusSchema,
-    responses=error_responses(400, 404, 409),
+    responses=error_responses(404, 409),
     response_model_exclude_none=True,
 )
 async def cancel_bulk(operation_id: OperationId, runtime: RuntimeDep) -> StatusSchema:

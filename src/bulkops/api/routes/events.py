@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from bulkops.api.deps import OperationId, RuntimeDep
-from bulkops.api.schemas import ErrorBody, EventSchema
+from bulkops.api.deps import Limit, OperationId, RuntimeDep, Since
+from bulkops.api.schemas import EventSchema, error_responses
 
 router = APIRouter(tags=["events"])
 
 
 @router.get("/api/events", operation_id="getEvents", response_model=list[EventSchema])
 async def get_events(
-    runtime: RuntimeDep, since: int | None = None, limit: int | None = None
+    runtime: RuntimeDep, since: Since = None, limit: Limit = None
 ) -> list[EventSchema]:
     """Events across operations after the ``since`` cursor, oldest first."""
     events = await runtime.feed.read(since=since, limit=limit)
@@ -23,13 +23,13 @@ async def get_events(
     "/api/bulks/{id}/events",
     operation_id="getBulkEvents",
     response_model=list[EventSchema],
-    responses={404: {"model": ErrorBody}},
+    responses=error_responses(404),
 )
 async def get_bulk_events(
     operation_id: OperationId,
     runtime: RuntimeDep,
-    since: int | None = None,
-    limit: int | None = None,
+    since: Since = None,
+    limit: Limit = None,
 ) -> list[EventSchema]:
     """Events of one operation after the ``since`` cursor, oldest first."""
     events = await runtime.feed.read(since=since, limit=limit, operation_id=operation_id)

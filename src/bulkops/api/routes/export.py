@@ -19,7 +19,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "The export file, streamed",
         "content": {media.split(";", 1)[0]: {} for media in MEDIA_TYPES.values()},
     },
-    **error_responses(400, 404, 409),
+    **error_responses(404, 409),
 }
 
 
@@ -33,10 +33,19 @@ async def export_bulk(
     operation_id: OperationId,
     runtime: RuntimeDep,
     mode: Annotated[
-        str | None, Query(description="`report` (default) or `data` (needs TrackRowData)")
+        str | None,
+        Query(
+            description="`report` (default) or `data` (needs TrackRowData)",
+            json_schema_extra={"enum": ["report", "data"]},
+        ),
     ] = None,
     file_format: Annotated[
-        str | None, Query(alias="format", description="`csv` (default), `json` or `jsonl`")
+        str | None,
+        Query(
+            alias="format",
+            description="`csv` (default), `json` or `jsonl`",
+            json_schema_extra={"enum": ["csv", "json", "jsonl"]},
+        ),
     ] = None,
     state: Annotated[str | None, Query(description="Row state; unknown ignored")] = None,
     error_type: Annotated[

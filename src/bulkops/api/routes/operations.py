@@ -7,7 +7,7 @@ from fastapi.responses import Response
 
 from bulkops.api.deps import RuntimeDep
 from bulkops.api.download import content_disposition
-from bulkops.api.schemas import OperationDescriptor
+from bulkops.api.schemas import OperationDescriptor, error_responses
 
 router = APIRouter(prefix="/api/operations", tags=["operations"])
 
@@ -28,7 +28,7 @@ async def get_operations(runtime: RuntimeDep) -> list[OperationDescriptor]:
     "/{name}/template",
     operation_id="getOperationTemplate",
     response_class=Response,
-    responses={200: {"content": {"text/csv": {}}}, 404: {"description": "Unknown operation"}},
+    responses={200: {"content": {"text/csv": {}}}, **error_responses(404)},
 )
 async def get_operation_template(name: str, runtime: RuntimeDep) -> Response:
     """A CSV file holding the header row of the operation's file columns."""

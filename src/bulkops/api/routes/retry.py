@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, Request
 
-from fastapi import APIRouter, Query, Request
-
-from bulkops.api.deps import OperationId, RuntimeDep
+from bulkops.api.deps import (
+    INT32_MAX,
+    INT32_MIN,
+    OperationId,
+    Page,
+    PageSize,
+    RowNumber,
+    RuntimeDep,
+)
 from bulkops.api.schemas import (
     EligibilitySchema,
     PageSchema,
@@ -20,7 +26,7 @@ from bulkops.service.retry import RetryResult
 
 router = APIRouter(prefix="/api/bulks/{id}/retry", tags=["retry"])
 
-_ERRORS = error_responses(400, 404, 409)
+_ERRORS = error_responses(404, 409)
 
 
 def _result(result: RetryResult) -> RetryResultSchema:
@@ -36,7 +42,7 @@ def _result(result: RetryResult) -> RetryResultSchema:
     operation_id="getRetryEligibility",
     response_model=EligibilitySchema,
     response_model_exclude_none=True,
-    responses=_ERRORS,
+    responses=error_responses(404),
 )
 async def get_retry_eligibility(
     operation_id: OperationId, runtime: RuntimeDep
@@ -63,7 +69,7 @@ async def retry_bulk(operation_id: OperationId, runtime: RuntimeDep) -> RetryRes
     operation_id="retryBulkRows",
     response_model=RetryResultSchema,
     response_model_exclude_none=True,
-    responses=_ERRORS,
+    responses=error_responses(400, 404, 409),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -82,11 +88,21 @@ async def retry_bulk_rows(
     except ValueError:
         raise BadRequest('Body must be JSON: {"rowNumbers": [1, 2]}') from None
     numbers = body.get("rowNumbers") if isinstance(body, dict) else None
-    if not isinstance(numbers, list) or not all(
-        isinstance(n, int) and not isinstance(n, bool) for n in numbers
-    ):
-        raise BadRequest("rowNumbers must be a list of integers")
-    return _result(await runtime.retries.retry(operation_id, numbers))
+    if not isinstance(numbers, list):
+        raise BadRequest('Body must be JSON: {"rowNumbers": [1, 2]}')
+    rows = [_row_number(n) for n in numbers]
+    return _result(await runtime.retries.retry(operation_id, rows))
+
+
+def _row_number(value: object) -> int:
+    # JSON has one number type: 3.0 is the integer 3 (JSON Schema agrees), 3.5 is not.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest("rowNumbers must be a list of row numbers (integers)")
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise BadRequest(f"Row number {value} is out of range")
+    return value
 
 
 @router.get(
@@ -94,14 +110,14 @@ async def retry_bulk_rows(
     operation_id="getRetryHistory",
     response_model=PageSchema[RetryHistorySchema],
     response_model_exclude_none=True,
-    responses=_ERRORS,
+    responses=error_responses(404),
 )
 async def get_retry_history(
     operation_id: OperationId,
     runtime: RuntimeDep,
-    row_number: Annotated[int | None, Query(alias="rowNumber")] = None,
-    page: int | None = None,
-    page_size: Annotated[int | None, Query(alias="pageSize")] = None,
+    row_number: RowNumber = None,
+    page: Page = None,
+    page_size: PageSize = None,
 ) -> PageSchema[RetryHistorySchema]:
     """Error snapshots taken by retries, by row number then attempt."""
     result = await runtime.retries.history(

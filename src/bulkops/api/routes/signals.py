@@ -10,14 +10,12 @@ from bulkops.errors import BadRequest
 
 router = APIRouter(prefix="/api/bulks/{id}/signal", tags=["signals"])
 
-_ERRORS = error_responses(400, 404)
-
 
 @router.post(
     "/{key}",
     operation_id="signalStep",
     response_model=SignalResultSchema,
-    responses=_ERRORS,
+    responses=error_responses(404),
 )
 async def signal_step(
     operation_id: OperationId, key: str, runtime: RuntimeDep
@@ -31,7 +29,7 @@ async def signal_step(
     "/{key}/fail",
     operation_id="failStep",
     response_model=SignalResultSchema,
-    responses=_ERRORS,
+    responses=error_responses(400, 404),
     openapi_extra={
         "requestBody": {
             "required": True,

@@ -19,10 +19,18 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError, StatementError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+    StatementError,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from bulkops.errors import StorageError
+from bulkops.errors import StorageError, StorageUnavailable
 
 T = TypeVar("T")
 
@@ -31,7 +39,6 @@ WRITE_OPTION = "bulkops_write"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _SQLITE_PRAGMAS = (
-    f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}",
     "PRAGMA foreign_keys = ON",
     "PRAGMA synchronous = NORMAL",
 )
@@ -59,7 +66,27 @@ def storage_error(action: str, exc: BaseException) -> Exception:
         and isinstance(exc.orig, ValueError)
     ):
         return exc.orig
-    return StorageError(f"{action} failed: {describe_error(exc)}")
+    kind = StorageUnavailable if is_unavailable(exc) else StorageError
+    return kind(f"{action} failed: {describe_error(exc)}")
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for failures that say the database could not be reached or was busy (a lost
+    connection, a refused one, a lock held too long), as opposed to a refused statement."""
+    if isinstance(exc, (OSError, TimeoutError, DisconnectionError, sqlite3.OperationalError)):
+        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
+            return True
+        return exc.orig is not None and is_unavailable(exc.orig)
+    if isinstance(exc, SQLAlchemyError):
+        # Pool time-outs and closed connections are not DBAPIErrors.
+        return "timeout" in type(exc).__name__.lower() or "closed" in str(exc).lower()
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - PostgreSQL support not installed
+        return False
+    return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
 
 
 def parse_url(url: str, *, asynchronous: bool) -> URL:
@@ -89,7 +116,7 @@ def parse_url(url: str, *, asynchronous: bool) -> URL:
     raise ValueError(f"unsupported database URL {shown!r}: use sqlite:/// or postgresql://")
 
 
-def configure_sqlite(engine: Engine) -> None:
+def configure_sqlite(engine: Engine, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:
     """Install the pragmas and the BEGIN / BEGIN IMMEDIATE hooks on a SQLite engine.
 
     The driver's own transaction handling is switched off (``isolation_level=None`` in the
@@ -98,7 +125,7 @@ def configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        prepare_sqlite_connection(dbapi_connection)
+        prepare_sqlite_connection(dbapi_connection, busy_timeout_ms)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
@@ -106,10 +133,17 @@ def configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def prepare_sqlite_connection(connection: Any) -> None:
-    """Apply the pragmas and WAL mode to a new sqlite3 (or aiosqlite-wrapped) connection."""
+def prepare_sqlite_connection(
+    connection: Any, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS
+) -> None:
+    """Apply the pragmas and WAL mode to a new sqlite3 (or aiosqlite-wrapped) connection.
+
+    ``busy_timeout_ms`` is how long a statement waits for another process's lock before it
+    fails with "database is locked" (which the engine then retries with backoff).
+    """
     cursor = connection.cursor()
     try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         for pragma in _SQLITE_PRAGMAS:
             cursor.execute(pragma)
         _enable_wal(cursor)
@@ -154,8 +188,9 @@ class _SqliteThread:
     one hop to the thread, and SQLite works outside the interpreter lock meanwhile.
     """
 
-    def __init__(self, path: str, *, write: bool) -> None:
+    def __init__(self, path: str, *, write: bool, busy_timeout_ms: int) -> None:
         self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
         self._begin = "BEGIN IMMEDIATE" if write else "BEGIN"
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bulkops-sqlite")
         self._connection: sqlite3.Connection | None = None
@@ -163,7 +198,7 @@ class _SqliteThread:
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
             connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            prepare_sqlite_connection(connection)
+            prepare_sqlite_connection(connection, self._busy_timeout_ms)
             self._connection = connection
         return self._connection
 
@@ -200,11 +235,18 @@ class Database:
     ``write_sqlite()``), which is where driver errors become ``StorageError``.
     """
 
-    def __init__(self, engine: AsyncEngine, sqlite_path: str | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        sqlite_path: str | None = None,
+        busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    ) -> None:
         self._engine = engine
         self._closed = False
-        self._writer = _SqliteThread(sqlite_path, write=True) if sqlite_path else None
-        self._reader = _SqliteThread(sqlite_path, write=False) if sqlite_path else None
+        self._writer = self._reader = None
+        if sqlite_path:
+            self._writer = _SqliteThread(sqlite_path, write=True, busy_timeout_ms=busy_timeout_ms)
+            self._reader = _SqliteThread(sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms)
         # SQLite lets one connection write at a time and makes the others sleep in its busy
         # handler (backing off up to 100 ms). Writers of this process queue here instead;
         # the busy timeout is left for other processes.
@@ -221,13 +263,25 @@ class Database:
             yield
 
     @classmethod
-    def from_url(cls, url: str, *, echo: bool = False) -> Database:
-        """Create the engine for a database URL (see ``parse_url``). Connects lazily."""
+    def from_url(
+        cls, url: str, *, echo: bool = False, sqlite_busy_timeout: float | None = None
+    ) -> Database:
+        """Create the engine for a database URL (see ``parse_url``). Connects lazily.
+
+        Args:
+            url: the database URL.
+            echo: log every statement.
+            sqlite_busy_timeout: seconds a SQLite statement waits for another process's
+                lock (default 30).
+        """
         parsed = parse_url(url, asynchronous=True)
         engine = create_async_engine(parsed, echo=echo, **engine_arguments(parsed))
         if parsed.get_backend_name() == "sqlite":
-            configure_sqlite(engine.sync_engine)
-            return cls(engine, sqlite_path=parsed.database)
+            busy = SQLITE_BUSY_TIMEOUT_MS
+            if sqlite_busy_timeout is not None:
+                busy = int(sqlite_busy_timeout * 1000)
+            configure_sqlite(engine.sync_engine, busy)
+            return cls(engine, sqlite_path=parsed.database, busy_timeout_ms=busy)
         return cls(engine)
 
     async def read_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -240,8 +294,9 @@ class Database:
             raise storage_error("database read", exc) from exc
 
     @property
-    def has_sqlite_writer(self) -> bool:
-        """True on SQLite, where ``write_sqlite`` runs a transaction in one thread hop."""
+    def is_sqlite(self) -> bool:
+        """True on SQLite, where ``write_sqlite`` and ``read_sqlite`` run a transaction in
+        one thread hop."""
         return self._writer is not None
 
     async def write_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:

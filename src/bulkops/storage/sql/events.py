@@ -1,32 +1,65 @@
-"""``SqlEventStore``: the event feed in the ``events`` table, ordered by its identity column."""
+"""The event feed in the ``events`` table, ordered by its identity column.
+
+Events of a state change are written inside the transaction of the change (``insert_events``
+and ``SQLITE_INSERT``), so the feed never misses a transition; ``SqlEventStore`` reads the
+feed and prunes it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy import RowMapping, delete, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.records import EventRecord
+from bulkops.storage.sql.codec import EVENT_COLUMNS, event_values, sqlite_timestamp
 from bulkops.storage.sql.database import Database
 from bulkops.storage.sql.schema import events as events_table
 
 # Key of the PostgreSQL advisory lock that orders appends (the bytes of "bkevents").
 APPEND_LOCK_KEY = int.from_bytes(b"bkevents", "big", signed=True)
 _APPEND_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+SQLITE_INSERT = (
+    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in EVENT_COLUMNS)})"
+)
+
+
+def sqlite_event_params(events: Sequence[EventRecord]) -> list[tuple[Any, ...]]:
+    """Driver parameters of ``SQLITE_INSERT`` for each event."""
+    return [
+        (
+            str(e.operation_id),
+            e.operation_name,
+            e.type.value,
+            e.severity.value,
+            e.message,
+            sqlite_timestamp(e.timestamp),
+        )
+        for e in events
+    ]
+
+
+async def insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
+    """Insert events within the caller's transaction; the database assigns sequences."""
+    if not events:
+        return
+    if conn.dialect.name == "postgresql":
+        # Identity values are handed out at INSERT but become visible at COMMIT, so
+        # concurrent appenders could commit out of order and a reader polling with
+        # ``after`` would skip the late, lower sequence for good. Serialising appends
+        # (until commit) makes sequence order commit order. SQLite writers are serialised
+        # by BEGIN IMMEDIATE already.
+        await conn.execute(_APPEND_LOCK, {"key": APPEND_LOCK_KEY})
+    await conn.execute(events_table.insert(), [event_values(e) for e in events])
 
 
 def _event_from_row(row: RowMapping) -> EventRecord:
-    return EventRecord(
-        operation_id=row["operation_id"],
-        operation_name=row["operation_name"],
-        type=row["type"],
-        severity=row["severity"],
-        message=row["message"],
-        timestamp=row["timestamp"],
-        sequence=row["sequence"],
-    )
+    return EventRecord(**{name: row[name] for name in (*EVENT_COLUMNS, "sequence")})
 
 
 class SqlEventStore:
@@ -43,29 +76,9 @@ class SqlEventStore:
         self._db = database
 
     async def append(self, events: Sequence[EventRecord]) -> None:
-        """Record events; the database assigns their sequences in order."""
-        if not events:
-            return
-        params = [
-            {
-                "operation_id": e.operation_id,
-                "operation_name": e.operation_name,
-                "type": e.type,
-                "severity": e.severity,
-                "message": e.message,
-                "timestamp": e.timestamp,
-            }
-            for e in events
-        ]
+        """Record events outside any state change; the database assigns sequences."""
         async with self._db.write() as conn:
-            if self._db.dialect_name == "postgresql":
-                # Identity values are handed out at INSERT but become visible at COMMIT, so
-                # concurrent appenders could commit out of order and a reader polling with
-                # ``after`` would skip the late, lower sequence for good. Serialising appends
-                # (until commit) makes sequence order commit order. SQLite writers are
-                # serialised by BEGIN IMMEDIATE already.
-                await conn.execute(_APPEND_LOCK, {"key": APPEND_LOCK_KEY})
-            await conn.execute(events_table.insert(), params)
+            await insert_events(conn, events)
 
     async def read(
         self, *, after: int | None, limit: int, operation_id: UUID | None = None

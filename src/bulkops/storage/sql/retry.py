@@ -1,129 +1,134 @@
-"""RetryStore on SQLAlchemy Core: a retry round is one set-based transaction."""
+"""RetryStore on SQL: a retry round is one transaction, its rules from ``lifecycle``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, func, insert, select, update
+from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     OperationRecord,
     Page,
     RetryRequest,
     RetrySnapshot,
     RetryStart,
+    RowRecord,
 )
-from bulkops.storage.sql.operations import check_paging
+from bulkops.storage.sql.base import SqlBase
+from bulkops.storage.sql.bulk import POSTGRES_UPSERT, SQLITE_UPSERT, encode_rows
+from bulkops.storage.sql.events import insert_events
+from bulkops.storage.sql.operations import operation_from_row
+from bulkops.storage.sql.rows import check_paging, row_from_mapping
 from bulkops.storage.sql.schema import operations, retry_history, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
-if TYPE_CHECKING:
-    from bulkops.storage.sql.database import Database
-
-_CHUNK = 5_000  # row numbers per statement, well under every database's parameter limit
+_BATCH = 2_000  # rows read, reset and written at a time, inside the one transaction
+_CHUNK = 5_000  # row numbers per IN list, well under every database's parameter limit
 
 
-class _NothingToRetry(Exception):
-    """Rolls the transaction back when no row qualifies."""
+def _snapshot_values(snapshot: RetrySnapshot) -> dict[str, object]:
+    return {
+        "operation_id": snapshot.operation_id,
+        "row_number": snapshot.row_number,
+        "attempt": snapshot.attempt,
+        "step_index": snapshot.step_index,
+        "step_name": snapshot.step_name,
+        "error_type": snapshot.error_type,
+        "error_message": snapshot.error_message,
+        "failed_at": snapshot.failed_at,
+    }
 
 
-def _row_conditions(
-    request: RetryRequest, numbers: Sequence[int] | None
-) -> list[ColumnElement[bool]]:
+async def _qualifying(
+    conn: AsyncConnection, request: RetryRequest
+) -> AsyncIterator[list[RowRecord]]:
+    """The failed rows a retry resets, in batches by row number."""
     r = row_records.c
-    conditions = [
+    base: list[ColumnElement[bool]] = [
         r.operation_id == request.operation_id,
         r.state == RowState.FAILED,
         r.step_index.in_(request.allowed_steps),
     ]
-    if numbers is not None:
-        conditions.append(r.row_number.in_(numbers))
-    return conditions
+    chunks: list[Sequence[int] | None] = [None]
+    if request.row_numbers is not None:
+        numbers = sorted(set(request.row_numbers))
+        chunks = [numbers[i : i + _CHUNK] for i in range(0, len(numbers), _CHUNK)]
+    for chunk in chunks:
+        conditions = base if chunk is None else [*base, r.row_number.in_(chunk)]
+        after = 0
+        while True:
+            stmt = (
+                select(row_records)
+                .where(*conditions, r.row_number > after)
+                .order_by(r.row_number)
+                .limit(_BATCH)
+            )
+            rows = [row_from_mapping(m) for m in (await conn.execute(stmt)).mappings().all()]
+            if rows:
+                yield rows
+            if len(rows) < _BATCH:
+                break
+            after = rows[-1].row_number
 
 
-class RetryMethods:
+class RetryMethods(SqlBase):
     """The RetryStore part of ``SqlStore``."""
-
-    _db: Database
 
     async def begin_retry(self, request: RetryRequest, now: datetime) -> RetryStart | None:
         """Snapshot and reset the qualifying rows and move the operation to Retrying, in
         one transaction; see ``RetryStore.begin_retry``."""
-        o, r = operations.c, row_records.c
-        if request.row_numbers is None:
-            chunks: list[Sequence[int] | None] = [None]
-        else:
-            numbers = sorted(set(request.row_numbers))
-            chunks = [numbers[i : i + _CHUNK] for i in range(0, len(numbers), _CHUNK)]
-        start_retry = (
-            update(operations)
-            .where(
-                o.id == request.operation_id,
-                o.version == request.expected_version,
-                o.status == OperationStatus.COMPLETED_WITH_ERRORS,
-            )
-            .values(
-                status=OperationStatus.RETRYING,
-                retry_count=o.retry_count + 1,
-                version=o.version + 1,
-                completed_at=None,
-                error_message=None,
-            )
-        )
+        o = operations.c
+        upsert = SQLITE_UPSERT if self._db.is_sqlite else POSTGRES_UPSERT
+        dialect = "sqlite" if self._db.is_sqlite else "postgresql"
+        lookup = select(operations).where(o.id == request.operation_id)
+        if not self._db.is_sqlite:
+            lookup = lookup.with_for_update()
         reset = 0
-        try:
-            async with self._db.write() as conn:
-                if (await conn.execute(start_retry)).rowcount == 0:
-                    return None
-                for chunk in chunks:
-                    conditions = _row_conditions(request, chunk)
-                    snapshot = select(
-                        r.operation_id,
-                        r.row_number,
-                        r.retry_attempt,
-                        r.step_index,
-                        r.step_name,
-                        r.error_type,
-                        r.error_message,
-                        r.completed_at,
-                    ).where(*conditions)
-                    await conn.execute(
-                        insert(retry_history).from_select(
-                            [
-                                "operation_id",
-                                "row_number",
-                                "attempt",
-                                "step_index",
-                                "step_name",
-                                "error_type",
-                                "error_message",
-                                "failed_at",
-                            ],
-                            snapshot,
-                        )
-                    )
-                    result = await conn.execute(
-                        update(row_records)
-                        .where(*conditions)
-                        .values(
-                            state=RowState.PENDING,
-                            retry_attempt=r.retry_attempt + 1,
-                            error_type=None,
-                            error_message=None,
-                            completed_at=None,
-                        )
-                    )
-                    reset += result.rowcount
-                if reset == 0:
-                    raise _NothingToRetry
-        except _NothingToRetry:
-            current = await self._get_operation(request.operation_id)
-            return None if current is None else RetryStart(current, 0)
-        updated = await self._get_operation(request.operation_id)
+        change = None
+        async with self._db.write() as conn:
+            found = (await conn.execute(lookup)).mappings().one_or_none()
+            if found is None:
+                return None
+            record = operation_from_row(found)
+            if (
+                record.status is not OperationStatus.COMPLETED_WITH_ERRORS
+                or record.version != request.expected_version
+            ):
+                return None
+            async for rows in _qualifying(conn, request):
+                history = [_snapshot_values(lifecycle.retry_snapshot(row)) for row in rows]
+                await conn.execute(retry_history.insert(), history)
+                fresh = [lifecycle.reset_for_retry(row) for row in rows]
+                await conn.exec_driver_sql(
+                    upsert, encode_rows(dialect, request.operation_id, fresh)
+                )
+                reset += len(rows)
+            if reset:
+                change = lifecycle.begin_retry(record, now)
+                await conn.execute(
+                    update(operations).where(o.id == record.id).values(**change.values)
+                )
+                if self._events_here:
+                    await insert_events(conn, change.events)
+        if change is None:
+            return RetryStart(record, 0)
+        if not self._events_here:
+            await self._after_commit(change.events)
+        updated = await self._reread(record.id)
         return None if updated is None else RetryStart(updated, reset)
+
+    async def _reread(self, operation_id: UUID) -> OperationRecord | None:
+        async with self._db.read() as conn:
+            row = (
+                (await conn.execute(select(operations).where(operations.c.id == operation_id)))
+                .mappings()
+                .one_or_none()
+            )
+        return None if row is None else operation_from_row(row)
 
     async def history(
         self, operation_id: UUID, *, row_number: int | None, page: int, page_size: int
@@ -159,7 +164,3 @@ class RetryMethods:
             for row in found
         ]
         return Page(entries, total, page, page_size)
-
-    if TYPE_CHECKING:  # provided by OperationMethods in SqlStore
-
-        async def _get_operation(self, operation_id: UUID) -> OperationRecord | None: ...

@@ -21,7 +21,14 @@ from sqlalchemy import (
 )
 
 from bulkops.storage.sql.types import EnumText, JsonType, UtcDateTime, UuidType
-from bulkops.storage.states import ErrorType, EventType, OperationStatus, RowState, Severity
+from bulkops.storage.states import (
+    ChunkState,
+    ErrorType,
+    EventType,
+    OperationStatus,
+    RowState,
+    Severity,
+)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -48,6 +55,8 @@ operations = Table(
     Column("file_format", String(16), nullable=False),
     Column("metadata", JsonType, nullable=False),
     Column("notifications", JsonType, nullable=True),
+    Column("column_map", JsonType, nullable=True),
+    Column("schema_version", String(100), nullable=True),
     Column("started_at", UtcDateTime(), nullable=True),
     Column("completed_at", UtcDateTime(), nullable=True),
     Column("total_rows", BigInteger(), nullable=False, server_default="0"),
@@ -59,6 +68,7 @@ operations = Table(
     Column("version", Integer(), nullable=False, server_default="0"),
     Column("worker_id", String(200), nullable=True),
     Column("heartbeat_at", UtcDateTime(), nullable=True),
+    Column("resume_count", Integer(), nullable=False, server_default="0"),
     # Claimable (Pending/Retrying, oldest first) and Running look-ups.
     Index("ix_operations_status_created_at", "status", "created_at"),
     Index("ix_operations_operation_name", "operation_name"),
@@ -149,4 +159,54 @@ retry_history = Table(
     Column("failed_at", UtcDateTime(), nullable=True),
     Index("ix_retry_history_operation_id_row_number", "operation_id", "row_number"),
     sqlite_autoincrement=True,
+)
+
+# One row per Idempotency-Key of a create, scoped to the principal that sent it.
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("principal", String(200), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("operation_id", UuidType(), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+# The starts of rate-limited calls in the current window, shared by every process.
+rate_limit_starts = Table(
+    "rate_limit_starts",
+    metadata,
+    Column(
+        "id",
+        BigInteger().with_variant(Integer(), "sqlite"),
+        Identity(),
+        primary_key=True,
+    ),
+    Column("key", String(300), nullable=False),
+    Column("started_at", UtcDateTime(), nullable=False),
+    Index("ix_rate_limit_starts_key_started_at", "key", "started_at"),
+    sqlite_autoincrement=True,
+)
+
+# The row ranges of operations split for several workers.
+chunks = Table(
+    "chunks",
+    metadata,
+    Column(
+        "operation_id",
+        UuidType(),
+        ForeignKey("operations.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("chunk_index", Integer(), primary_key=True),
+    Column("first_row", Integer(), nullable=False),
+    Column("row_count", Integer(), nullable=False),
+    Column("byte_offset", BigInteger(), nullable=False),
+    Column("state", EnumText(ChunkState), nullable=False),
+    Column("worker_id", String(200), nullable=True),
+    Column("heartbeat_at", UtcDateTime(), nullable=True),
+    Column("version", Integer(), nullable=False, server_default="0"),
+    Column("resume_count", Integer(), nullable=False, server_default="0"),
+    # Claims look for chunks that are not done.
+    Index("ix_chunks_state", "state"),
 )

@@ -3,38 +3,41 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from uuid import UUID
 
-from bulkops.storage.records import OperationRecord
-from bulkops.storage.sql.database import Database
+from bulkops.storage.sql.chunks import ChunkMethods
+from bulkops.storage.sql.keys import RateLimitMethods
 from bulkops.storage.sql.operations import OperationMethods
 from bulkops.storage.sql.retry import RetryMethods
 from bulkops.storage.sql.rows import RowMethods
 
 if TYPE_CHECKING:
-    from bulkops.storage.ports import OperationStore, RetryStore, RowStore
+    from bulkops.storage.ports import (
+        ChunkStore,
+        OperationStore,
+        RateLimitStore,
+        RetryStore,
+        RowStore,
+    )
 
 
-class SqlStore(OperationMethods, RowMethods, RetryMethods):
-    """Operations and their row records in SQLite or PostgreSQL.
+class SqlStore(OperationMethods, RowMethods, RetryMethods, RateLimitMethods, ChunkMethods):
+    """Operations, their row records and retry rounds in SQLite or PostgreSQL.
 
-    One object implements both ports because ``save`` updates an operation's counters in the
-    same transaction as its rows.
+    One object implements the three ports because a change, the rows it touches and its
+    events are written in one transaction.
 
     Args:
         database: the shared engine wrapper (see ``Database.from_url``).
+        event_log: a feed outside the database for the events of changes (the per-process
+            memory feed); default: the ``events`` table, written in each change's
+            transaction.
     """
-
-    def __init__(self, database: Database) -> None:
-        self._db = database
-
-    async def get(self, operation_id: UUID) -> OperationRecord | None:
-        """The operation record, or None when unknown."""
-        return await self._get_operation(operation_id)
 
 
 if TYPE_CHECKING:
 
-    def _implements_ports(store: SqlStore) -> tuple[OperationStore, RowStore, RetryStore]:
+    def _implements_ports(
+        store: SqlStore,
+    ) -> tuple[OperationStore, RetryStore, RowStore, RateLimitStore, ChunkStore]:
         # mypy proves here that SqlStore satisfies the Protocols.
-        return store, store, store
+        return store, store, store, store, store

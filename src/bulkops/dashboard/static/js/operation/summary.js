@@ -1,0 +1,76 @@
+// The top of an operation's page: status, progress, counters, timings, metadata, the
+// original file, and cancel.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { post } from "../api.js";
+import { bytes, count, duration, time } from "../format.js";
+import { useAction } from "../hooks.js";
+import { html } from "../html.js";
+import { DownloadButton, ErrorMessage, ProgressBar, StatusText, TERMINAL } from "../widgets.js";
+
+function Term({ name, children }) {
+  return html`<div class="term"><dt>${name}</dt><dd>${children}</dd></div>`;
+}
+
+function CancelControl({ op, readOnly, onChanged }) {
+  const [confirming, setConfirming] = useState(false);
+  const confirm = useRef(null);
+  const [cancel, state] = useAction(async () => {
+    const status = await post(`/api/bulks/${op.id}/cancel`);
+    setConfirming(false);
+    onChanged();
+    return status;
+  });
+  useEffect(() => {
+    if (confirming) confirm.current?.focus();
+  }, [confirming]);
+  if (TERMINAL.has(op.status)) return html`<${ErrorMessage} error=${state.error} prefix="Cancel failed" />`;
+  return html`<div class="cancel">
+    ${!confirming &&
+    html`<button type="button" class="danger" disabled=${Boolean(readOnly)} onClick=${() => setConfirming(true)}>
+      Cancel operation</button>`}
+    ${confirming &&
+    html`<div role="group" aria-label="Confirm cancel" class="confirm">
+      <p>Cancel this operation? Rows not processed yet will stay unprocessed.</p>
+      <button type="button" class="danger" ref=${confirm} disabled=${state.busy} onClick=${() => cancel()}>
+        Yes, cancel the operation</button>
+      <button type="button" onClick=${() => setConfirming(false)}>Keep it running</button>
+    </div>`}
+    <${ErrorMessage} error=${state.error} prefix="Cancel failed" />
+  </div>`;
+}
+
+/** Status, progress and facts of one operation. */
+export function Summary({ op, readOnly, onChanged }) {
+  const metadata = Object.entries(op.metadata ?? {});
+  return html`<div class="summary">
+    <div class="status-line" role="status" aria-live="polite">
+      Status: <${StatusText} status=${op.status} />
+    </div>
+    <${ProgressBar} processed=${op.processedRows} total=${op.totalRows} label="Progress" />
+    ${op.errorMessage && html`<p class="alert alert-error">${op.errorMessage}</p>`}
+    <${CancelControl} op=${op} readOnly=${readOnly} onChanged=${onChanged} />
+    <h2 class="visually-hidden">Facts</h2>
+    <dl class="facts">
+      <${Term} name="Total rows">${count(op.totalRows)}<//>
+      <${Term} name="Processed">${count(op.processedRows)}<//>
+      <${Term} name="Succeeded">${count(op.successfulRows)}<//>
+      <${Term} name="Failed">${count(op.errorCount)}<//>
+      <${Term} name="Retry rounds">${count(op.retryCount)}<//>
+      <${Term} name="Created by">${op.createdBy}<//>
+      <${Term} name="Created"><time datetime=${op.createdAt}>${time(op.createdAt)}</time><//>
+      <${Term} name="Started">${op.startedAt ? html`<time datetime=${op.startedAt}>${time(op.startedAt)}</time>` : "not yet"}<//>
+      <${Term} name="Completed">${op.completedAt ? html`<time datetime=${op.completedAt}>${time(op.completedAt)}</time>` : "not yet"}<//>
+      <${Term} name=${op.completedAt ? "Took" : "Running for"}>${duration(op.startedAt, op.completedAt)}<//>
+      <${Term} name="Source">${op.source}<//>
+      <${Term} name="File">${op.fileName} (${bytes(op.fileSize)})<//>
+    </dl>
+    <${DownloadButton} path=${`/api/bulks/${op.id}/file`} label=${`Download original file ${op.fileName}`}>
+      Download original file</${DownloadButton}>
+    <h2>Metadata</h2>
+    ${metadata.length === 0 && html`<p class="hint">No metadata.</p>`}
+    ${metadata.length > 0 &&
+    html`<dl class="facts metadata">
+      ${metadata.map(([key, value]) => html`<${Term} key=${key} name=${key}><code>${JSON.stringify(value)}</code><//>`)}
+    </dl>`}
+  </div>`;
+}

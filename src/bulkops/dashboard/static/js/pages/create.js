@@ -1,0 +1,204 @@
+// New operation: pick an operation, fill its metadata, choose a file (mapping its columns
+// when they differ), optionally add webhooks, validate (POST /api/bulks/validate) and create.
+// Create always validates first, so problems show before anything is submitted.
+import { useEffect, useMemo, useState } from "preact/hooks";
+import { useAccess } from "../access.js";
+import { request } from "../api.js";
+import { useCatalog } from "../catalog.js";
+import { columnMap, mappingProblems, needsMapping, readHeader, suggestMapping } from "../create/columns.js";
+import { ColumnMapping } from "../create/mapping.js";
+import { MetadataFields, metadataObject } from "../create/metadata.js";
+import { NotificationsEditor, notificationsValue } from "../create/notifications.js";
+import { html } from "../html.js";
+import { navigate, paths } from "../router.js";
+import { DownloadButton, ErrorMessage, ReadOnlyNote, TableBox } from "../widgets.js";
+
+// A random UUID without crypto.randomUUID, which only exists on https and localhost pages.
+function randomKey() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const hex = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+function Descriptor({ op }) {
+  return html`<div class="descriptor">
+    ${op.description && html`<p>${op.description}</p>`}
+    ${op.steps?.length > 0 && html`<p><strong>Steps:</strong> ${op.steps.join(" → ")}</p>`}
+    <${TableBox} label=${`File columns of ${op.name}`}>
+      <table>
+        <caption>File columns</caption>
+        <thead><tr><th scope="col">Column</th><th scope="col">Type</th><th scope="col">Required</th></tr></thead>
+        <tbody>${op.fileColumns.map(
+          (c) => html`<tr key=${c.name}><td><code>${c.name}</code></td><td>${c.type}</td><td>${c.required ? "yes" : "no"}</td></tr>`,
+        )}</tbody>
+      </table>
+    </${TableBox}>
+    <${DownloadButton} path=${`/api/operations/${encodeURIComponent(op.name)}/template`}
+      label=${`Download template for ${op.name}`}>Download template</${DownloadButton}>
+  </div>`;
+}
+
+function ValidationResult({ result }) {
+  if (!result) return null;
+  if (result.valid) return html`<p class="alert alert-ok" role="status">Validation passed: the metadata and the file look right.</p>`;
+  return html`<div class="alert alert-error validation" role="alert">
+    <p><strong>Validation failed.</strong> Fix these problems, then try again.</p>
+    ${result.metadataErrors?.length > 0 &&
+    html`<h3>Metadata errors</h3><ul>${result.metadataErrors.map((e) => html`<li>${e}</li>`)}</ul>`}
+    ${result.fileErrors?.length > 0 &&
+    html`<h3>File errors</h3><ul>${result.fileErrors.map((e) => html`<li>${e}</li>`)}</ul>`}
+  </div>`;
+}
+
+function useFileHeader(file) {
+  const [state, setState] = useState({ header: null, error: null });
+  useEffect(() => {
+    let current = true;
+    setState({ header: null, error: null });
+    if (file) {
+      readHeader(file).then(
+        (header) => current && setState({ header, error: null }),
+        (error) => current && setState({ header: null, error }),
+      );
+    }
+    return () => {
+      current = false;
+    };
+  }, [file]);
+  return state;
+}
+
+/** The new-operation page. */
+export function CreatePage({ route }) {
+  const access = useAccess();
+  const [catalog] = useCatalog();
+  const operations = catalog.data ?? [];
+  const name = route.query.get("operation") || operations[0]?.name || "";
+  const op = operations.find((o) => o.name === name);
+
+  const [values, setValues] = useState({});
+  const [createdBy, setCreatedBy] = useState("");
+  const [file, setFile] = useState(null);
+  const [mapping, setMapping] = useState({});
+  const [recipients, setRecipients] = useState([]);
+  const [outcome, setOutcome] = useState({ busy: "", result: null, error: null });
+  const { header, error: headerError } = useFileHeader(file);
+
+  const mappingShown = Boolean(op && header && needsMapping(header, op.fileColumns));
+  useEffect(() => setMapping(op && header ? suggestMapping(header, op.fileColumns) : {}), [op, header]);
+  // A new key whenever the submission changes; the same key if the very same one is resent.
+  const idempotencyKey = useMemo(randomKey, [name, file, values, createdBy, mapping, recipients]);
+
+  const chooseOperation = (event) => {
+    setValues({});
+    setOutcome({ busy: "", result: null, error: null });
+    navigate(paths.create(event.currentTarget.value), { replace: true });
+  };
+
+  const buildForm = () => {
+    const form = new FormData();
+    form.set("operationName", name);
+    form.set("metadata", JSON.stringify(metadataObject(op.metadataFields, values)));
+    form.set("file", file, file.name);
+    if (createdBy.trim()) form.set("createdBy", createdBy.trim());
+    const map = columnMap(mapping);
+    if (mappingShown && Object.keys(map).length) form.set("columnMap", JSON.stringify(map));
+    const notifications = notificationsValue(recipients);
+    if (notifications) form.set("notifications", notifications);
+    return form;
+  };
+
+  const run = async (create) => {
+    if (!file) {
+      setOutcome({ busy: "", result: null, error: new Error("Choose a file to upload.") });
+      return;
+    }
+    setOutcome({ busy: create ? "Creating" : "Validating", result: null, error: null });
+    try {
+      const checked = await request("POST", "/api/bulks/validate", { form: buildForm(), accept: [422] });
+      if (!create || !checked.body.valid) {
+        setOutcome({ busy: "", result: checked.body, error: null });
+        return;
+      }
+      const created = await request("POST", "/api/bulks", {
+        form: buildForm(),
+        headers: { "Idempotency-Key": idempotencyKey },
+        accept: [422],
+      });
+      if (created.status === 422) {
+        setOutcome({ busy: "", result: created.body, error: null });
+        return;
+      }
+      const id = created.body.operationId ?? created.body.id;
+      navigate(paths.operation(id));
+    } catch (error) {
+      setOutcome({ busy: "", result: null, error });
+    }
+  };
+
+  const problems = mappingShown ? mappingProblems(mapping, op.fileColumns) : { missing: [], twice: [] };
+  const blocked = Boolean(access.readOnly) || Boolean(outcome.busy) || problems.twice.length > 0;
+  const submit = (event) => {
+    event.preventDefault();
+    run(true);
+  };
+
+  return html`<section>
+    <h1 tabindex="-1">New operation</h1>
+    <${ErrorMessage} error=${catalog.error} prefix="Could not load the operations" />
+    <${ReadOnlyNote} reason=${access.readOnly} />
+    ${catalog.data && operations.length === 0 && html`<p class="empty">This service has no operations registered.</p>`}
+    ${operations.length > 0 &&
+    html`<form class="create" onSubmit=${submit} noValidate>
+      <div class="step">
+        <h2>1. Operation</h2>
+        <div class="field">
+          <label for="operation">Operation</label>
+          <select id="operation" value=${name} onChange=${chooseOperation}>
+            ${operations.map((o) => html`<option value=${o.name}>${o.name}</option>`)}
+          </select>
+        </div>
+        ${op && html`<${Descriptor} op=${op} />`}
+        ${!op && html`<p class="alert alert-error" role="alert">No operation is named ${name}.</p>`}
+      </div>
+      ${op &&
+      html`<div class="step">
+          <h2>2. Metadata</h2>
+          <${MetadataFields} fields=${op.metadataFields} values=${values}
+            onInput=${(field, value) => setValues({ ...values, [field]: value })} />
+          <div class="field">
+            <label for="created-by">Created by</label>
+            <input id="created-by" value=${createdBy} onInput=${(e) => setCreatedBy(e.currentTarget.value)}
+              aria-describedby="created-by-hint" />
+            <span class="hint" id="created-by-hint">optional; ignored when the service knows who you are from your token</span>
+          </div>
+        </div>
+        <div class="step">
+          <h2>3. File</h2>
+          <div class="field">
+            <label for="file">File</label>
+            <input id="file" type="file" accept=".csv,.json,.jsonl,.ndjson"
+              onChange=${(e) => setFile(e.currentTarget.files[0] ?? null)} aria-describedby="file-hint" />
+            <span class="hint" id="file-hint">CSV (with a header line), JSON (an array of objects) or JSON Lines</span>
+          </div>
+          <${ErrorMessage} error=${headerError} prefix="Could not read the file's columns" />
+          ${header && !mappingShown && html`<p class="hint" role="status">Columns found: ${header.join(", ")}.</p>`}
+          ${mappingShown &&
+          html`<${ColumnMapping} header=${header} columns=${op.fileColumns} mapping=${mapping} onChange=${setMapping} />`}
+        </div>
+        <div class="step">
+          <h2>4. Notifications <span class="hint">(optional)</span></h2>
+          <${NotificationsEditor} recipients=${recipients} onChange=${setRecipients} />
+        </div>
+        <div class="step actions">
+          <button type="button" disabled=${blocked} onClick=${() => run(false)}>Validate</button>
+          <button type="submit" class="primary" disabled=${blocked}>Create operation</button>
+          ${outcome.busy && html`<span role="status">${outcome.busy}…</span>`}
+        </div>
+        <${ErrorMessage} error=${outcome.error} />
+        <${ValidationResult} result=${outcome.result} />`}
+    </form>`}
+  </section>`;
+}

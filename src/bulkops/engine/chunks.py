@@ -1,0 +1,106 @@
+"""Processing one chunk of a split operation: a range of rows, read from its offset."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from itertools import dropwhile, islice
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from bulkops.clock import utcnow
+from bulkops.engine.lease import Held
+from bulkops.engine.persistence import apply_change
+from bulkops.engine.resume import FileRows, StoredRows
+from bulkops.engine.run import Ending, Run, StopReason
+from bulkops.errors import IllegalTransition
+from bulkops.formats import ChunkStart, FileFormat, RawRow, read_rows
+from bulkops.storage import lifecycle
+from bulkops.storage.lifecycle import OperationChange
+from bulkops.storage.records import ChunkRecord, OperationRecord
+from bulkops.storage.states import OperationStatus
+
+log = logging.getLogger("bulkops.engine")
+
+if TYPE_CHECKING:
+    from bulkops.engine.processor import Processor
+
+
+class ChunkRun(Run):
+    """One worker's processing of one chunk. The worker that ends the last chunk ends the
+    operation."""
+
+    def __init__(self, processor: Processor, record: OperationRecord, chunk: ChunkRecord):
+        held = Held(record.id, processor.config.worker_id, chunk.index)
+        super().__init__(processor, record, held)
+        self.chunk = chunk
+
+    async def _process(self) -> None:
+        definition = self._definition()
+        fmt = FileFormat(self.record.file_format)
+        chunk = self.chunk
+        async with self._stores.files.local_path(self.record.file_id) as path:
+            runner = await self._prepare(definition, self.record.total_rows)
+            start = ChunkStart(chunk.first_row, chunk.offset) if chunk.offset >= 0 else None
+            reader = read_rows(
+                path,
+                fmt,
+                columns=definition.columns,
+                required=definition.required_columns,
+                keep_raw=definition.track_row_data,
+                drop_empty=fmt is FileFormat.CSV,
+                column_map=self.record.column_map,
+                delimiter=definition.controls.csv_delimiter,
+                start=start,
+                limit=chunk.row_count if start is not None else None,
+            )
+            try:
+                stored = await StoredRows.load(
+                    self._stores.rows, self.record.id, after=chunk.first_row - 1
+                )
+                await self._run(FileRows(self._in_range(reader), stored), runner)
+            finally:
+                reader.close()
+
+    def _in_range(self, reader: Iterator[RawRow]) -> Iterator[RawRow]:
+        """The chunk's rows (a reader without an offset starts at the file's first row)."""
+        first, count = self.chunk.first_row, self.chunk.row_count
+        return islice(dropwhile(lambda raw: raw.number < first, reader), count)
+
+    async def _conclude(self, ending: Ending) -> None:
+        chunks, me = self._stores.chunks, self._config.worker_id
+        operation_id, index = self.record.id, self.chunk.index
+        if ending.failure is not None:
+            await self._end_operation(ending.failure)
+            return
+        if ending.stop_reason is StopReason.SHUTDOWN:
+            await self._retry.call(chunks.end_chunk, operation_id, index, me, done=False)
+            return
+        if ending.stop_reason is not None:
+            return  # cancelled, taken over, or storage gone: the chunk stays as it is
+        left = await self._retry.call(chunks.end_chunk, operation_id, index, me, done=True)
+        if left == 0:
+            await self._end_operation(None)
+
+    async def _end_operation(self, failure: str | None) -> None:
+        """Finish (or fail) the operation, while it is still Running."""
+        await end_split(self._p, self.record.id, failure)
+
+
+async def end_split(processor: Processor, operation_id: UUID, failure: str | None) -> None:
+    """Finish a split operation from its stored rows (or fail it with ``failure``)."""
+    stores, retry = processor.stores, processor.retry
+    counts = await retry.call(stores.operations.counts, operation_id)
+    now = utcnow()
+
+    def end(current: OperationRecord) -> OperationChange | None:
+        if current.status is not OperationStatus.RUNNING:
+            return None
+        if failure is not None:
+            return lifecycle.fail(current, failure, now, counts)
+        return lifecycle.finish(current, counts, now)
+
+    try:
+        await apply_change(stores.operations, operation_id, end, retry=retry)
+    except IllegalTransition:
+        log.info("Operation %s moved on meanwhile; its stored status stands", operation_id)

@@ -1,0 +1,74 @@
+"""Concurrency slots and shared rate limits: how fast rows may start."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from bulkops.definition.controls import RateLimit
+from bulkops.engine.persistence import StorageRetry
+from bulkops.storage.ports import RateLimitStore
+
+
+class Slots:
+    """``MaxRowConcurrency`` slots: a running row (or batch) holds one; it gives its slot up
+    while it waits for a rate-limit permit, so waiting rows do not keep others from running."""
+
+    def __init__(self, count: int) -> None:
+        self._free = asyncio.Semaphore(count)
+
+    async def take(self) -> None:
+        """Wait for a free slot and hold it."""
+        await self._free.acquire()
+
+    def give(self) -> None:
+        """Free a held slot."""
+        self._free.release()
+
+    @contextlib.asynccontextmanager
+    async def given_up(self) -> AsyncIterator[None]:
+        """Free the held slot for the duration of the block, then take one again."""
+        self.give()
+        try:
+            yield
+        finally:
+            await self.take()
+
+
+class RateGate:
+    """Asks shared storage for permits of rate limits, so a limit holds across every
+    process."""
+
+    def __init__(self, store: RateLimitStore, retry: StorageRetry) -> None:
+        self._store = store
+        self._retry = retry
+
+    async def try_start(self, key: str, rate: RateLimit) -> float:
+        """Record a start under ``key`` now and return 0, or return how long to wait."""
+        return await self._retry.call(self._store.acquire, key, rate.count, rate.period)
+
+
+class Pacer:
+    """What a runner awaits right before a rate-limited call: a permit recorded at that
+    moment. Between refusals the row sleeps without its slot (when the run has slots), so
+    rows waiting for a permit do not keep others from running."""
+
+    def __init__(self, gate: RateGate, slots: Slots | None) -> None:
+        self._gate = gate
+        self.slots = slots
+
+    async def before(self, key: str, rate: RateLimit) -> None:
+        """Return once a call under ``key`` may start (and count it as started)."""
+        while (delay := await self._gate.try_start(key, rate)) > 0:
+            if self.slots is None:
+                await asyncio.sleep(delay)
+                continue
+            async with self.slots.given_up():
+                await asyncio.sleep(delay)
+
+
+def rate_key(operation_name: str, step_name: str | None = None) -> str:
+    """The shared key of an operation's (or one of its steps') rate limit."""
+    base = operation_name.casefold()
+    return base if step_name is None else f"{base}:{step_name}"

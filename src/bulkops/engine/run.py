@@ -1,0 +1,271 @@
+"""What every run shares: from rows to records, stopping, and the end of a run.
+
+A run is one worker's processing of an operation (``processor.OperationRun``) or of one
+chunk of it (``chunks.ChunkRun``). Subclasses say what to read and how a run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bulkops.definition.conversion import convert
+from bulkops.definition.operation import OperationDefinition
+from bulkops.engine.batches import BatchRunner, Pending
+from bulkops.engine.invoke import error_text, invoke
+from bulkops.engine.lease import Held, Lease
+from bulkops.engine.pacing import Pacer, Slots
+from bulkops.engine.pipeline import PipelineRunner
+from bulkops.engine.recorder import RowRecorder
+from bulkops.engine.rows import RowRunner
+from bulkops.engine.window import FailureBudget, Window
+from bulkops.errors import FileFormatError, StorageError, ValidationError
+from bulkops.formats import RawRow
+from bulkops.storage.lifecycle import HELD_STATUSES
+from bulkops.storage.records import Fence, OperationRecord, RowRecord
+from bulkops.storage.states import OperationStatus, RowState
+
+if TYPE_CHECKING:
+    from bulkops.engine.processor import Processor
+
+log = logging.getLogger("bulkops.engine")
+
+Runner = RowRunner | PipelineRunner | BatchRunner
+# Rows travel in small batches: one await per batch instead of per row.
+RowBatch = list[tuple[RawRow, RowRecord | None]]
+RowBatches = AsyncIterable[RowBatch]
+BATCH_SIZE = 128
+
+
+class StopReason(enum.Enum):
+    """Why a run stopped before its last row."""
+
+    CANCELLED = "cancelled"  # a user cancelled the operation
+    LOST = "lost"  # someone else moved it on (stuck sweeper, recovery, a resuming worker)
+    SHUTDOWN = "shutdown"  # this process is stopping and could not drain in time
+    STORAGE = "storage"  # storage stayed unreachable: left to be resumed
+
+
+class OperationFailed(Exception):
+    """The operation as a whole cannot be processed (internal to the engine)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a run ended: why it stopped early (None: it read every row) and the failure of
+    the operation as a whole, if any."""
+
+    stop_reason: StopReason | None
+    failure: str | None
+
+
+class Run:
+    """Processes rows of one operation for one worker and records them."""
+
+    def __init__(self, processor: Processor, record: OperationRecord, held: Held) -> None:
+        self._p = processor
+        self._stores = processor.stores
+        self._config = processor.config
+        self._retry = processor.retry
+        self.record = record
+        self._held = held
+        self.stop_reason: StopReason | None = None
+        self._work: asyncio.Task[None] | None = None
+        limit = self._config.max_row_concurrency
+        self._slots = Slots(limit) if limit > 1 else None
+        self._budget: FailureBudget | None = None
+        self._recorder = RowRecorder(
+            record,
+            self._stores.rows,
+            fence=Fence(held.worker_id, held.chunk),
+            flush_rows=self._config.flush_rows,
+            flush_interval=self._config.flush_interval,
+            retry=self._retry,
+            on_status=self._stored_status,
+            on_failure=lambda _: self.stop(StopReason.STORAGE),
+        )
+
+    def stop(self, reason: StopReason) -> None:
+        """Interrupt processing; rows already finished are still recorded."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self._work is not None and not self._work.done():
+            self._work.cancel()
+
+    def _stored_status(self, status: OperationStatus | None) -> None:
+        if status is OperationStatus.CANCELLED:
+            self.stop(StopReason.CANCELLED)
+        elif status not in HELD_STATUSES:
+            self.stop(StopReason.LOST)
+
+    def _seen(self, record: OperationRecord) -> None:
+        if self._budget is not None:
+            self._budget.observe(record.error_count, self._recorder.failed_written)
+
+    async def execute(self) -> None:
+        """Process to the end and record the outcome."""
+        lease = Lease(
+            self._stores.operations,
+            self._stores.chunks,
+            self._held,
+            check_interval=self._config.flush_interval,
+            heartbeat_interval=self._config.heartbeat_interval,
+            on_lost=self._stored_status,
+            on_record=self._seen,
+        )
+        watcher = asyncio.create_task(lease.run())
+        self._recorder.start()
+        self._work = asyncio.create_task(self._process())
+        failure: str | None = None
+        try:
+            await self._work
+            if self._budget is not None and self._budget.exceeded is not None:
+                failure = self._budget.exceeded
+        except asyncio.CancelledError:
+            if self.stop_reason is None:  # our own caller was cancelled
+                self.stop_reason = StopReason.SHUTDOWN
+        except (OperationFailed, FileFormatError) as exc:
+            failure = str(exc)
+        except StorageError:
+            log.exception(
+                "Storage failed while processing %s; leaving it to be resumed", self.record.id
+            )
+            self.stop_reason = StopReason.STORAGE
+        except Exception as exc:  # a defect must not leave the operation Running forever
+            log.exception("Unexpected error while processing %s", self.record.id)
+            failure = f"Internal error: {error_text(exc)}"
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        try:
+            await self._record_the_rest()
+            await self._conclude(Ending(self.stop_reason, failure))
+        except StorageError:
+            log.exception("Could not record the end of %s; it will be resumed", self.record.id)
+
+    async def _record_the_rest(self) -> None:
+        if self.stop_reason is StopReason.STORAGE:
+            await self._recorder.abandon()
+            return
+        try:
+            await self._recorder.close()
+        except StorageError:
+            self.stop_reason = StopReason.STORAGE
+            raise
+
+    async def _process(self) -> None:
+        raise NotImplementedError
+
+    async def _conclude(self, ending: Ending) -> None:
+        raise NotImplementedError
+
+    def _definition(self) -> OperationDefinition:
+        definition = self._p.registry.get(self.record.operation_name)
+        if definition is None:
+            raise OperationFailed(
+                f"Operation {self.record.operation_name!r} is not registered in this worker"
+            )
+        return definition
+
+    async def _prepare(self, definition: OperationDefinition, total: int) -> Runner:
+        try:
+            metadata = convert(definition.metadata_model, self.record.metadata)
+        except ValidationError as exc:
+            raise OperationFailed(f"Invalid metadata: {exc}") from None
+        instance = definition.instantiate()
+        if definition.overrides_validate_metadata:
+            try:
+                await invoke(instance.validate_metadata, metadata)
+            except Exception as exc:
+                raise OperationFailed(f"Metadata validation failed: {error_text(exc)}") from None
+        counts = await self._retry.call(self._stores.operations.counts, self.record.id)
+        self._budget = FailureBudget(definition.controls, total, counts.failed)
+        pacer = Pacer(self._p.gate, self._slots)
+        if definition.is_batch:
+            return BatchRunner(definition, instance, metadata, self.record.id, pacer=pacer)
+        if not definition.is_step_based:
+            return RowRunner(definition, instance, metadata, self.record.id, pacer=pacer)
+        return PipelineRunner(
+            definition,
+            instance,
+            metadata,
+            self.record.id,
+            pacer=pacer,
+            rows=self._stores.rows,
+            hub=self._p.hub,
+            fence=Fence(self._held.worker_id, self._held.chunk),
+            retry=self._retry,
+            signal_poll_interval=self._config.signal_poll_interval,
+            retry_delay=self._config.step_retry_delay,
+        )
+
+    def _add(self, record: RowRecord) -> None:
+        """Hand a finished row to the recorder and count it against the failure budget."""
+        self._recorder.add(record)
+        if record.state is RowState.FAILED and self._budget is not None:
+            self._budget.note_failure()
+
+    def _over_budget(self) -> bool:
+        return self._budget is not None and self._budget.exceeded is not None
+
+    async def _run(self, rows: RowBatches, runner: Runner) -> None:
+        if isinstance(runner, BatchRunner):
+            await self._run_batches(rows, runner)
+        elif self._slots is None:
+            await self._run_sequential(rows, runner)
+        else:
+            await self._run_window(rows, runner)
+
+    async def _run_sequential(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
+        recorder = self._recorder
+        async for batch in rows:
+            for raw, existing in batch:
+                self._add(await runner.run(raw, existing))
+                if self._over_budget():
+                    return  # no further row starts
+            if recorder.full:
+                await recorder.wait_room()
+            await asyncio.sleep(0)  # let HTTP requests and other operations in
+
+    async def _run_window(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
+        window = Window(self._config.max_row_concurrency, self._slots, self._add, self._recorder)
+        try:
+            async for batch in rows:
+                for raw, existing in batch:
+                    if self._over_budget():
+                        break
+                    await window.launch(runner.run(raw, existing))
+                if self._over_budget():
+                    break
+            await window.finish()
+        finally:
+            await window.cancel()
+
+    async def _run_batches(self, rows: RowBatches, runner: BatchRunner) -> None:
+        size = runner.definition.controls.batch_size or 1
+        window = Window(self._config.max_row_concurrency, self._slots, self._add, self._recorder)
+        pending: list[Pending] = []
+        try:
+            async for batch in rows:
+                for raw, existing in batch:
+                    if self._over_budget():
+                        break
+                    prepared = await runner.prepare(raw, existing)
+                    if isinstance(prepared, RowRecord):
+                        self._add(prepared)
+                        continue
+                    pending.append((raw, existing, *prepared))
+                    if len(pending) >= size:
+                        await window.launch(runner.run_batch(pending))
+                        pending = []
+            if pending and not self._over_budget():
+                await window.launch(runner.run_batch(pending))
+            await window.finish()
+        finally:
+            await window.cancel()

@@ -1,0 +1,59 @@
+"""The gateway's API description: the instance's own, plus the gateway's two additions.
+
+Derived from the instance app at run time rather than declared again, so the two cannot
+drift: same paths, verbs, schemas and operationIds, and a client generated from either works
+against both.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+SOURCE_SERVICE_PROPERTY: dict[str, Any] = {
+    "type": "string",
+    "title": "Sourceservice",
+    "description": "Gateway only: the name of the backend that serves the operation.",
+}
+SOURCE_PARAMETER: dict[str, Any] = {
+    "name": "source",
+    "in": "query",
+    "required": False,
+    "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Source"},
+    "description": "Gateway only: list the operations of this backend alone, paged natively.",
+}
+HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+@functools.cache
+def _instance_description() -> dict[str, Any]:
+    # Building the app only declares its routes: nothing is opened until its lifespan runs.
+    from bulkops.api.app import create_app
+    from bulkops.settings import Settings
+
+    return create_app(settings=Settings.model_construct(openapi_enabled=True)).openapi()
+
+
+def instance_description() -> dict[str, Any]:
+    """The API description of an instance (a fresh copy)."""
+    return copy.deepcopy(_instance_description())
+
+
+def gateway_description() -> dict[str, Any]:
+    """The instance's description plus ``sourceService`` on operation descriptors and the
+    ``source`` query parameter of the operation list."""
+    document = instance_description()
+    descriptor = document["components"]["schemas"]["OperationDescriptor"]
+    descriptor["properties"]["sourceService"] = SOURCE_SERVICE_PROPERTY
+    document["paths"]["/api/bulks"]["get"].setdefault("parameters", []).append(SOURCE_PARAMETER)
+    return document
+
+
+def instance_routes() -> list[tuple[str, list[str]]]:
+    """Every route of an instance: its path template and upper-case methods."""
+    paths: dict[str, dict[str, Any]] = _instance_description()["paths"]
+    return [
+        (path, [method.upper() for method in item if method in HTTP_METHODS])
+        for path, item in paths.items()
+    ]

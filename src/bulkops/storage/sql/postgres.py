@@ -1,0 +1,143 @@
+"""PostgreSQL's hot paths at driver level: batch writes, batch reads and signal waits."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from uuid import UUID
+
+from bulkops.storage import lifecycle
+from bulkops.storage.records import EventRecord, Fence, ProgressDelta, RowRecord, WaitOutcome
+from bulkops.storage.sql.bulk import (
+    POSTGRES_RANGE_UPSERT,
+    postgres_upsert,
+    range_params,
+    split_plain_runs,
+)
+from bulkops.storage.sql.codec import (
+    ROW_VALUE_COLUMNS,
+    WAIT_END_COLUMNS,
+    postgres_timestamp,
+    row_decoder,
+    wait_end_values,
+)
+from bulkops.storage.sql.database import Database
+from bulkops.storage.sql.events import insert_events
+from bulkops.storage.states import ChunkState, OperationStatus, RowState
+
+_ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
+_ADD_COUNTERS = (
+    "UPDATE operations SET processed_rows = processed_rows + %s, "
+    "successful_rows = successful_rows + %s, error_count = error_count + %s "
+    "WHERE id = %s RETURNING status"
+)
+_WAITING = RowState.WAITING_FOR_COMPLETION.value
+_HELD_CHUNK = (
+    "SELECT 1 FROM chunks WHERE operation_id = %s AND chunk_index = %s AND worker_id = %s "
+    "AND state = %s FOR SHARE"
+)
+
+
+async def save(
+    db: Database,
+    operation_id: UUID,
+    rows: Sequence[RowRecord],
+    delta: ProgressDelta,
+    events: Sequence[EventRecord],
+    fence: Fence | None,
+) -> OperationStatus | None:
+    """``RowStore.save`` in one transaction (events are written when given)."""
+    # Encode before taking the write lock so the lock is held for the SQL alone.
+    runs, others = split_plain_runs(rows)
+    ranges = range_params("postgresql", operation_id, runs)
+    upsert, params = postgres_upsert(operation_id, others) if others else ("", None)
+    add_counters = _ADD_COUNTERS
+    counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
+    if fence is not None and fence.chunk is None:
+        add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
+        counters += (fence.worker_id,)
+    try:
+        async with db.write() as conn:
+            # The operation row is locked first by every writer, so writers never deadlock;
+            # the fence keeps a worker that lost the operation (or its chunk) out.
+            status = (await conn.exec_driver_sql(add_counters, counters)).scalar_one_or_none()
+            if status is None:
+                return None
+            if fence is not None and fence.chunk is not None:
+                held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
+                if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
+                    raise _NotHeld  # rolls the counters back
+            if ranges:
+                await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
+            if others:
+                await conn.exec_driver_sql(upsert, params)
+            await insert_events(conn, events)
+    except _NotHeld:
+        return None
+    return OperationStatus(status)
+
+
+class _NotHeld(Exception):
+    """The fence's chunk is held by someone else: nothing is written."""
+
+
+async def read_batch(
+    db: Database,
+    operation_id: UUID,
+    after: int,
+    limit: int,
+    states: Collection[RowState] | None,
+) -> list[RowRecord]:
+    """The next ``limit`` row records above row ``after`` (in ``states`` when given)."""
+    sql = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE operation_id = %s AND row_number > %s"
+    params: tuple[object, ...] = (operation_id, after)
+    if states is not None:
+        sql += " AND state = ANY(%s)"
+        params += ([state.value for state in states],)
+    sql += " ORDER BY row_number LIMIT %s"
+    params += (limit,)
+    async with db.read() as conn:
+        found = (await conn.exec_driver_sql(sql, params)).all()
+    decode = row_decoder(operation_id)
+    return [decode(values) for values in found]
+
+
+async def find_waiting(db: Database, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+    """``RowStore.find_waiting``: the first row waiting under the key prefix."""
+    escaped = key_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    # The row number closes the key, so a user key that is a prefix of another ("a" and
+    # "a:b") never matches the other's rows.
+    sql = (
+        f"SELECT {_ROW_COLUMNS} FROM row_records WHERE operation_id = %s AND state = %s "
+        "AND signal_key LIKE %s AND signal_key = %s || row_number::text "
+        "ORDER BY waiting_since, row_number LIMIT 1"
+    )
+    params = (operation_id, _WAITING, escaped + "%", key_prefix)
+    async with db.read() as conn:
+        found = (await conn.exec_driver_sql(sql, params)).first()
+    return None if found is None else row_decoder(operation_id)(found)
+
+
+async def resolve_wait(
+    db: Database,
+    operation_id: UUID,
+    row_number: int,
+    signal_key: str | None,
+    outcome: WaitOutcome,
+) -> RowRecord | None:
+    """``RowStore.resolve_wait``: the row is locked between the read and the update."""
+    key_clause = "signal_key IS NULL" if signal_key is None else "signal_key = %s"
+    condition = f"operation_id = %s AND row_number = %s AND state = %s AND {key_clause}"
+    params: tuple[object, ...] = (operation_id, row_number, _WAITING) + (
+        () if signal_key is None else (signal_key,)
+    )
+    select = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition} FOR UPDATE"
+    assignments = ", ".join(f"{name} = %s" for name in WAIT_END_COLUMNS)
+    update = f"UPDATE row_records SET {assignments} WHERE {condition}"
+    async with db.write() as conn:
+        found = (await conn.exec_driver_sql(select, params)).first()
+        if found is None:
+            return None
+        resolved = lifecycle.resolve_wait(row_decoder(operation_id)(found), outcome)
+        values = wait_end_values(resolved, postgres_timestamp)
+        await conn.exec_driver_sql(update, values + params)
+    return resolved

@@ -1,0 +1,182 @@
+"""SQLite's hot paths: whole transactions as functions for the writer and reader threads.
+
+Each aiosqlite statement is a round trip that waits for a turn of the event loop; while
+rows are being processed those turns come late. Here a batch write or read is one hop to
+a thread (see ``Database.write_sqlite``), and SQLite works outside the interpreter lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+from uuid import UUID
+
+from bulkops.storage import lifecycle
+from bulkops.storage.records import (
+    EventRecord,
+    Fence,
+    OperationRecord,
+    ProgressDelta,
+    RowRecord,
+    WaitOutcome,
+)
+from bulkops.storage.sql.bulk import (
+    SQLITE_RANGE_UPSERT,
+    SQLITE_UPSERT,
+    encode_rows,
+    range_params,
+    split_plain_runs,
+)
+from bulkops.storage.sql.codec import (
+    OPERATION_COLUMNS,
+    ROW_VALUE_COLUMNS,
+    WAIT_END_COLUMNS,
+    decode_operation,
+    row_decoder,
+    sqlite_timestamp,
+    wait_end_values,
+)
+from bulkops.storage.sql.events import SQLITE_INSERT, sqlite_event_params
+from bulkops.storage.states import ChunkState, OperationStatus, RowState
+
+Work = Callable[[sqlite3.Connection], Any]
+
+_ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
+_ADD_COUNTERS = (
+    "UPDATE operations SET processed_rows = processed_rows + ?, "
+    "successful_rows = successful_rows + ?, error_count = error_count + ? WHERE id = ?"
+)
+_STATUS = "SELECT status FROM operations WHERE id = ?"
+_OPERATION = f"SELECT {', '.join(OPERATION_COLUMNS)} FROM operations WHERE id = ?"
+_HELD_CHUNK = (
+    "SELECT 1 FROM chunks WHERE operation_id = ? AND chunk_index = ? AND worker_id = ? "
+    "AND state = ?"
+)
+
+
+def save(
+    operation_id: UUID,
+    rows: Sequence[RowRecord],
+    delta: ProgressDelta,
+    events: Sequence[EventRecord],
+    fence: Fence | None,
+) -> Callable[[sqlite3.Connection], OperationStatus | None]:
+    """``RowStore.save`` as one transaction (events are written when given)."""
+    key = str(operation_id)
+    runs, others = split_plain_runs(rows)
+    ranges = range_params("sqlite", operation_id, runs)
+    encoded = encode_rows("sqlite", operation_id, others)
+    add_counters = _ADD_COUNTERS
+    counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, key)
+    if fence is not None and fence.chunk is None:
+        add_counters += " AND worker_id = ?"
+        counters += (fence.worker_id,)
+    chunk_fence = None
+    if fence is not None and fence.chunk is not None:
+        chunk_fence = (key, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
+
+    def work(connection: sqlite3.Connection) -> OperationStatus | None:
+        # The fence keeps a worker that lost the operation (or its chunk) out.
+        if (
+            chunk_fence is not None
+            and connection.execute(_HELD_CHUNK, chunk_fence).fetchone() is None
+        ):
+            return None
+        if connection.execute(add_counters, counters).rowcount == 0:
+            return None
+        if ranges:
+            connection.executemany(SQLITE_RANGE_UPSERT, ranges)
+        if encoded:
+            connection.executemany(SQLITE_UPSERT, encoded)
+        if events:
+            connection.executemany(SQLITE_INSERT, sqlite_event_params(events))
+        status = connection.execute(_STATUS, (key,)).fetchone()
+        return OperationStatus(status[0])
+
+    return work
+
+
+def read_batch(
+    operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+) -> Callable[[sqlite3.Connection], list[RowRecord]]:
+    """The next ``limit`` row records of the operation above row ``after`` (in ``states``
+    when given), by row number."""
+    sql = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE operation_id = ? AND row_number > ?"
+    params: tuple[object, ...] = (str(operation_id), after)
+    if states is not None:
+        sql += f" AND state IN ({', '.join('?' for _ in states)})"
+        params += tuple(state.value for state in states)
+    sql += " ORDER BY row_number LIMIT ?"
+    params += (limit,)
+
+    def read(connection: sqlite3.Connection) -> list[RowRecord]:
+        decode = row_decoder(operation_id)
+        return [decode(values) for values in connection.execute(sql, params)]
+
+    return read
+
+
+def find_waiting(
+    operation_id: UUID, key_prefix: str
+) -> Callable[[sqlite3.Connection], RowRecord | None]:
+    """``RowStore.find_waiting`` in one hop."""
+    # The keys starting with the prefix form one range of the (operation_id, signal_key)
+    # index: the prefix ends with ":", so they all sort below the prefix with ";" instead.
+    # The row number closes the key, so a user key that is a prefix of another ("a" and
+    # "a:b") never matches the other's rows.
+    sql = (
+        f"SELECT {_ROW_COLUMNS} FROM row_records WHERE operation_id = ? "
+        "AND signal_key >= ? AND signal_key < ? AND signal_key = ? || row_number AND state = ? "
+        "ORDER BY waiting_since, row_number LIMIT 1"
+    )
+    params = (
+        str(operation_id),
+        key_prefix,
+        key_prefix[:-1] + chr(ord(key_prefix[-1]) + 1) if key_prefix else "\U0010ffff",
+        key_prefix,
+        RowState.WAITING_FOR_COMPLETION.value,
+    )
+
+    def find(connection: sqlite3.Connection) -> RowRecord | None:
+        found = connection.execute(sql, params).fetchone()
+        return None if found is None else row_decoder(operation_id)(found)
+
+    return find
+
+
+def resolve_wait(
+    operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+) -> Callable[[sqlite3.Connection], RowRecord | None]:
+    """``RowStore.resolve_wait`` in one hop (inside the writer's ``BEGIN IMMEDIATE``, so the
+    read and the update cannot be split by another writer)."""
+    key_clause = "signal_key IS NULL" if signal_key is None else "signal_key = ?"
+    condition = f"operation_id = ? AND row_number = ? AND state = ? AND {key_clause}"
+    params: tuple[object, ...] = (
+        str(operation_id),
+        row_number,
+        RowState.WAITING_FOR_COMPLETION.value,
+    ) + (() if signal_key is None else (signal_key,))
+    select = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition}"
+    assignments = ", ".join(f"{name} = ?" for name in WAIT_END_COLUMNS)
+    update = f"UPDATE row_records SET {assignments} WHERE {condition}"
+
+    def resolve(connection: sqlite3.Connection) -> RowRecord | None:
+        found = connection.execute(select, params).fetchone()
+        if found is None:
+            return None
+        resolved = lifecycle.resolve_wait(row_decoder(operation_id)(found), outcome)
+        connection.execute(update, wait_end_values(resolved, sqlite_timestamp) + params)
+        return resolved
+
+    return resolve
+
+
+def get_operation(operation_id: UUID) -> Callable[[sqlite3.Connection], OperationRecord | None]:
+    """``OperationStore.get`` in one hop (status polls, leases)."""
+
+    def read(connection: sqlite3.Connection) -> OperationRecord | None:
+        found = connection.execute(_OPERATION, (str(operation_id),)).fetchone()
+        return None if found is None else decode_operation(found)
+
+    return read

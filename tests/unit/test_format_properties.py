@@ -1,0 +1,239 @@
+"""Properties of the readers: any bytes end in rows or one clear file error, within bounded
+memory, and data exported as CSV reads back to the same rows."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bulkops.errors import FileFormatError
+from bulkops.formats import FileFormat, RawRow, count_rows, read_rows
+from bulkops.formats.base import MAX_RECORD_BYTES
+from bulkops.service.export import DATA_COLUMNS, _DataCsv
+from bulkops.storage.records import RowRecord
+from bulkops.storage.states import RowState
+
+COLUMNS = ["email", "name", "age"]
+PROPERTY = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _read_all(path: Path, fmt: FileFormat) -> tuple[list[RawRow], FileFormatError | None]:
+    """Every row up to the first file error, and that error."""
+    got: list[RawRow] = []
+    try:
+        for row in read_rows(path, fmt, columns=COLUMNS, keep_raw=True):
+            got.append(row)
+    except FileFormatError as exc:
+        assert str(exc), "a file error says what is wrong"
+        return got, exc
+    return got, None
+
+
+def _check(path: Path, fmt: FileFormat) -> None:
+    got, error = _read_all(path, fmt)
+    assert [row.number for row in got] == list(range(1, len(got) + 1))
+    for row in got:
+        assert (row.values is None) == (row.error is not None)
+        assert row.error is None or row.error.startswith(f"Row {row.number}")
+    if error is None:
+        assert count_rows(path, fmt) == len(got)
+    else:
+        with pytest.raises(FileFormatError):
+            count_rows(path, fmt)
+
+
+@pytest.mark.parametrize("fmt", list(FileFormat))
+@PROPERTY
+@given(data=st.binary(max_size=400))
+def test_any_bytes_end_in_rows_or_one_file_error(
+    tmp_path: Path, fmt: FileFormat, data: bytes
+) -> None:
+    path = tmp_path / f"any.{fmt.value}"
+    path.write_bytes(data)
+    _check(path, fmt)
+
+
+@PROPERTY
+@given(
+    elements=st.lists(json_values, max_size=6),
+    cut=st.integers(min_value=0, max_value=400),
+    noise=st.binary(max_size=3),
+)
+def test_mangled_json_arrays_end_in_rows_or_one_file_error(
+    tmp_path: Path, elements: list[object], cut: int, noise: bytes
+) -> None:
+    text = json.dumps(elements).encode()
+    path = tmp_path / "mangled.json"
+    path.write_bytes(text[:cut] + noise + text[cut:])
+    _check(path, FileFormat.JSON)
+
+
+@PROPERTY
+@given(elements=st.lists(json_values, max_size=6))
+def test_json_arrays_and_lines_read_every_element(tmp_path: Path, elements: list[object]) -> None:
+    array, lines = tmp_path / "a.json", tmp_path / "a.jsonl"
+    array.write_text(json.dumps(elements, indent=1))
+    lines.write_text("".join(json.dumps(e) + "\n" for e in elements))
+    for path, fmt in ((array, FileFormat.JSON), (lines, FileFormat.JSONL)):
+        got, error = _read_all(path, fmt)
+        assert error is None
+        assert len(got) == len(elements) == count_rows(path, fmt)
+        for row, element in zip(got, elements, strict=True):
+            assert (row.raw == element) if isinstance(element, dict) else row.error
+
+
+cells = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00\r"))
+
+
+@PROPERTY
+@given(records=st.lists(st.tuples(cells, cells, cells), min_size=1, max_size=15))
+def test_data_exported_as_csv_reads_back_to_the_same_rows(
+    tmp_path: Path, records: list[tuple[str, str, str]]
+) -> None:
+    operation_id = uuid.uuid4()
+    encoder = _DataCsv(COLUMNS)
+    for number, (email, name, age) in enumerate(records, start=1):
+        data = {"email": email, "name": name, "age": age}
+        encoder.write(RowRecord(operation_id, number, RowState.FAILED, row_data=data))
+    encoder.finish()
+    path = tmp_path / "export.csv"
+    path.write_bytes(encoder.take().encode())
+    got = list(read_rows(path, FileFormat.CSV, columns=COLUMNS, keep_raw=True))
+    assert [row.values for row in got] == [{"email": e, "name": n, "age": a} for e, n, a in records]
+    assert all(row.raw and set(row.raw) == {*COLUMNS, *DATA_COLUMNS} for row in got)
+
+
+# --- hostile files: a clear answer in bounded memory --------------------------------------
+
+HOSTILE_PEAK = 64 * 1024 * 1024  # far below the 100 MB these files would cost if held
+
+
+def _peak_while(path: Path, fmt: FileFormat) -> tuple[list[RawRow], FileFormatError | None, int]:
+    tracemalloc.start()
+    try:
+        got, error = _read_all(path, fmt)
+        if error is None:
+            assert count_rows(path, fmt) == len(got)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return got, error, peak
+
+
+def _write_huge_field(path: Path, before: bytes, after: bytes, size: int) -> None:
+    with path.open("wb") as fh:
+        fh.write(before)
+        block = b"x" * (1024 * 1024)
+        for _ in range(size // len(block)):
+            fh.write(block)
+        fh.write(after)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "before", "after"),
+    [
+        (FileFormat.CSV, b"email,name\nbig@x.io,", b"\nok@x.io,Ok\n"),
+        (FileFormat.JSONL, b'{"email": "big@x.io", "name": "', b'"}\n{"email": "ok@x.io"}\n'),
+        (FileFormat.JSON, b'[{"email": "big@x.io", "name": "', b'"}, {"email": "ok@x.io"}]'),
+    ],
+)
+def test_a_field_larger_than_a_record_is_one_failed_row(
+    tmp_path: Path, fmt: FileFormat, before: bytes, after: bytes
+) -> None:
+    path = tmp_path / f"huge.{fmt.value}"
+    _write_huge_field(path, before, after, 2 * MAX_RECORD_BYTES + 12345)
+    got, error, peak = _peak_while(path, fmt)
+    assert error is None
+    assert [row.number for row in got] == [1, 2]
+    assert got[0].error == "Row 1: record is larger than 8 MiB"
+    assert got[1].values == {
+        "email": "ok@x.io",
+        **({"name": "Ok"} if fmt is FileFormat.CSV else {}),
+    }
+    assert peak < HOSTILE_PEAK, peak
+
+
+@pytest.mark.parametrize("fmt", [FileFormat.JSON, FileFormat.JSONL])
+def test_json_nested_100000_deep_is_one_failed_row(tmp_path: Path, fmt: FileFormat) -> None:
+    depth = 100_000
+    deep = b"[" * depth + b"]" * depth
+    if fmt is FileFormat.JSON:
+        content = b"[" + deep + b', {"email": "ok@x.io"}]'
+    else:
+        content = deep + b'\n{"email": "ok@x.io"}\n'
+    path = tmp_path / f"deep.{fmt.value}"
+    path.write_bytes(content)
+    got, error, peak = _peak_while(path, fmt)
+    assert error is None
+    assert got[0].error == "Row 1: JSON is nested too deeply"
+    assert got[1].values == {"email": "ok@x.io"}
+    assert peak < HOSTILE_PEAK, peak
+
+
+def test_a_whole_file_nested_deep_is_a_clear_file_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_bytes(b"[" * 200_000)
+    got, error, peak = _peak_while(path, FileFormat.JSON)
+    assert got == [] or got[0].error is not None
+    assert error is not None and "near row 1" in str(error)
+    assert peak < HOSTILE_PEAK, peak
+
+
+def test_ten_thousand_columns_and_nul_bytes(tmp_path: Path) -> None:
+    header = ",".join(["email", *(f"c{i}" for i in range(10_000))])
+    row = ",".join(["a@x.io", *("v\x00" for _ in range(10_000))])
+    path = tmp_path / "wide.csv"
+    path.write_text(f"{header}\n{row}\n{row}\n")
+    got, error, _ = _peak_while(path, FileFormat.CSV)
+    assert error is None
+    assert [r.values for r in got] == [{"email": "a@x.io"}] * 2
+
+
+@pytest.mark.parametrize("fmt", list(FileFormat))
+def test_invalid_utf8_is_a_file_error_naming_the_row(tmp_path: Path, fmt: FileFormat) -> None:
+    bodies = {
+        FileFormat.CSV: b"email\na@x.io\n\xff\xfe@x.io\n",
+        FileFormat.JSONL: b'{"email": "a@x.io"}\n{"email": "\xff"}\n',
+        FileFormat.JSON: b'[{"email": "a@x.io"}, {"email": "\xff"}]',
+    }
+    path = tmp_path / f"bad.{fmt.value}"
+    path.write_bytes(bodies[fmt])
+    got, error = _read_all(path, fmt)
+    assert [row.number for row in got] == [1]
+    assert error is not None and str(error) == "File is not valid UTF-8 (near row 2)"
+
+
+@pytest.mark.parametrize(
+    ("content", "rows", "failure"),
+    [
+        (b"[" + b"9" * 5000 + b', {"email": "a"}]', 2, None),
+        (b"[" + b"9" * 5000 + b"}", 0, "unexpected '}'"),
+        (b"[" + b"[" * 3000 + b'"a\\"]"' + b"]" * 3000 + b"]", 1, None),
+    ],
+)
+def test_values_the_decoder_refuses_are_read_past(
+    tmp_path: Path, content: bytes, rows: int, failure: str | None
+) -> None:
+    path = tmp_path / "odd.json"
+    path.write_bytes(content)
+    got, error = _read_all(path, FileFormat.JSON)
+    assert len(got) == rows and (not got or got[0].error)
+    assert (error is None) if failure is None else (failure in str(error))
