@@ -17,13 +17,23 @@ def _operation_ids(document: dict[str, Any]) -> set[str]:
     }
 
 
+def _form(document: dict[str, Any], path: str) -> dict[str, Any]:
+    form: dict[str, Any] = document["paths"][path]["post"]["requestBody"]["content"][
+        "multipart/form-data"
+    ]["schema"]
+    return form
+
+
 async def test_the_description_is_the_instances_plus_the_additions(
     trio: list[BackendServer], make_gateway: GatewayFactory
 ) -> None:
     gateway = await make_gateway(trio)
     ours = (await gateway.get("/openapi/v1.json")).json()
-    async with trio[0].client() as direct:
-        instance = (await direct.get("/openapi/v1.json")).json()
+    instances = []
+    for backend in trio:
+        async with backend.client() as direct:
+            instances.append((await direct.get("/openapi/v1.json")).json())
+    instance = instances[0]
 
     descriptor = ours["components"]["schemas"]["OperationDescriptor"]
     assert descriptor["properties"]["sourceService"]["type"] == "string"
@@ -38,6 +48,17 @@ async def test_the_description_is_the_instances_plus_the_additions(
     ]
     listing = without_additions["paths"]["/api/bulks"]["get"]
     listing["parameters"] = [p for p in listing["parameters"] if p["name"] != "source"]
+    # The forms offer every backend's operations; apart from those the documents are equal.
+    for path in ("/api/bulks", "/api/bulks/validate"):
+        offered = [_form(doc, path)["oneOf"] for doc in instances]
+        assert _form(without_additions, path)["oneOf"] == [v for vs in offered for v in vs]
+        assert len(offered) == 3 and all(offered)
+        _form(without_additions, path)["oneOf"] = offered[0]
+    union: dict[str, Any] = {}
+    for doc in reversed(instances):
+        union.update(doc["components"]["schemas"])
+    assert without_additions["components"]["schemas"] == union
+    without_additions["components"]["schemas"] = instance["components"]["schemas"]
     assert without_additions == instance
     assert _operation_ids(ours) == _operation_ids(instance)
     assert {"getBulks", "createBulk", "getBulkStatus", "exportBulk", "signalStep"} <= (
@@ -58,6 +79,13 @@ async def test_every_documented_route_is_served(
             # Routed somewhere: never the router's own "Not Found" or "Method Not Allowed".
             assert response.status_code != 405, (method, path)
             assert response.json() != {"error": "Not Found"}, (method, path)
+
+
+def _form(document: dict[str, Any], path: str) -> dict[str, Any]:
+    form: dict[str, Any] = document["paths"][path]["post"]["requestBody"]["content"][
+        "multipart/form-data"
+    ]["schema"]
+    return form
 
 
 async def test_the_description_can_be_turned_off(

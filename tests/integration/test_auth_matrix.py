@@ -22,6 +22,15 @@ OPEN_ROUTES = {
     ("GET", "/openapi/v1.json"),
     ("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"),
+    # The dashboard's page and files hold no data: everything it shows comes from the API,
+    # which asks the browser for a token.
+    ("GET", "/"),
+    ("GET", "/dashboard"),
+    ("GET", "/dashboard/"),
+    ("GET", "/dashboard/new"),
+    ("GET", "/dashboard/events"),
+    ("GET", "/dashboard/bulks/{id}"),
+    ("GET", "/dashboard/assets/{name}"),
 }
 SAFE = {"GET", "HEAD", "OPTIONS"}
 

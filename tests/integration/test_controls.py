@@ -221,17 +221,37 @@ async def test_validate_suggests_a_map_and_applies_one(client: httpx.AsyncClient
     ("column_map", "message"),
     [
         ("[1]", "Malformed columnMap"),
-        ('{"a": "nope"}', "'nope', which is not a column of 'mapped'"),
+        ('{"a": 1}', "Malformed columnMap"),
         ("{", "not valid JSON"),
     ],
 )
-async def test_a_bad_column_map_is_a_400(
+async def test_a_malformed_column_map_is_a_400(
     client: httpx.AsyncClient, column_map: str, message: str
 ) -> None:
     response = await create(
         client, "name\nx\n", operation="mapped", metadata={}, extra={"columnMap": column_map}
     )
     assert response.status_code == 400 and message in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("column_map", "message"),
+    [
+        ('{"a": "nope"}', "'nope', which is not a column of 'mapped'"),
+        ('{" ": "name"}', "an unnamed file column"),
+    ],
+)
+@pytest.mark.parametrize("route", ["/api/bulks", "/api/bulks/validate"])
+async def test_a_column_map_that_does_not_fit_the_operation_is_a_422(
+    client: httpx.AsyncClient, column_map: str, message: str, route: str
+) -> None:
+    files = {"file": ("a.csv", b"name\nx\n", "text/csv")}
+    data = {"operationName": "mapped", "metadata": "{}", "columnMap": column_map}
+    response = await client.post(route, data=data, files=files)
+    assert response.status_code == 422
+    body = response.json()
+    assert body["valid"] is False and body["metadataErrors"] == []
+    assert len(body["fileErrors"]) == 1 and message in body["fileErrors"][0]
 
 
 # --- idempotency --------------------------------------------------------------------------

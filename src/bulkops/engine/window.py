@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from bulkops.definition.controls import OperationControls
 from bulkops.engine.pacing import Slots
@@ -69,19 +70,23 @@ class Window:
         # thousand rows are in flight (asyncio.wait walks them all every time).
         self._finished: asyncio.Queue[asyncio.Task[Result]] = asyncio.Queue()
 
-    async def launch(self, work: Awaitable[Result]) -> None:
-        """Start ``work`` once a slot is free."""
-        while len(self._in_flight) >= self._backlog:
-            await self._collect()
-        self._collect_ready()
-        await self._slots.take()
+    async def launch(self, work: Coroutine[Any, Any, Result]) -> None:
+        """Start ``work`` once a slot is free (closed unstarted if the wait is cancelled)."""
+        try:
+            while len(self._in_flight) >= self._backlog:
+                await self._collect()
+            self._collect_ready()
+            await self._slots.take()
+        except BaseException:
+            work.close()
+            raise
         task = asyncio.create_task(self._holding_a_slot(work))
         task.add_done_callback(self._finished.put_nowait)
         self._in_flight.add(task)
         if self._recorder.full:
             await self._recorder.wait_room()
 
-    async def _holding_a_slot(self, work: Awaitable[Result]) -> Result:
+    async def _holding_a_slot(self, work: Coroutine[Any, Any, Result]) -> Result:
         try:
             return await work
         finally:

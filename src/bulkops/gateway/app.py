@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -14,10 +15,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from bulkops.api.auth.middleware import OPENAPI_URL
 from bulkops.api.errors import error_response, install_error_handlers
 from bulkops.dashboard import dashboard_router
-from bulkops.gateway.backend import BackendFailure, OutgoingHook
+from bulkops.gateway.backend import Backend, BackendFailure, OutgoingHook
 from bulkops.gateway.errors import RelayedRefusal
+from bulkops.gateway.fanout import fan_out
 from bulkops.gateway.forwarding import CallerGone
-from bulkops.gateway.gateway import Gateway
+from bulkops.gateway.gateway import Gateway, gateway_of
 from bulkops.gateway.openapi import gateway_description
 from bulkops.gateway.registry import DuplicateOperationError
 from bulkops.gateway.routes import bulks, events, health, operations
@@ -114,11 +116,26 @@ def _install_gateway_errors(app: FastAPI) -> None:
 
 
 def _serve_description(app: FastAPI) -> None:
-    document = gateway_description()
-
     @app.get(OPENAPI_URL, include_in_schema=False)
-    async def openapi_document() -> JSONResponse:
-        return JSONResponse(document)
+    async def openapi_document(request: Request) -> JSONResponse:
+        # The forms offer the operations the backends serve now, read from their own
+        # descriptions (a backend that does not answer contributes none).
+        gateway = gateway_of(request)
+        headers = gateway.headers_for(request)
+
+        async def description(backend: Backend) -> dict[str, Any]:
+            status, body = await backend.get_json(OPENAPI_URL, headers=headers)
+            if status != 200 or not isinstance(body, dict):
+                raise ValueError(f"its description answered {status}")
+            return body
+
+        answers = await fan_out(
+            list(gateway.backends.values()),
+            description,
+            gateway.settings.fan_out_timeout_per_backend,
+        )
+        documents = [answer.value for answer in answers if answer.value is not None]
+        return JSONResponse(gateway_description(documents))
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:

@@ -24,6 +24,8 @@ SOURCE_PARAMETER: dict[str, Any] = {
     "description": "Gateway only: list the operations of this backend alone, paged natively.",
 }
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+# The submission forms, whose ``oneOf`` holds one variant per operation a service runs.
+SUBMISSION_PATHS = ("/api/bulks", "/api/bulks/validate")
 
 
 @functools.cache
@@ -40,10 +42,16 @@ def instance_description() -> dict[str, Any]:
     return copy.deepcopy(_instance_description())
 
 
-def gateway_description() -> dict[str, Any]:
+def gateway_description(backend_documents: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The instance's description plus ``sourceService`` on operation descriptors and the
-    ``source`` query parameter of the operation list."""
+    ``source`` query parameter of the operation list.
+
+    With ``backend_documents`` (the backends' own descriptions), the create and validate
+    forms offer the operations those backends serve, instead of this installation's own.
+    """
     document = instance_description()
+    if backend_documents is not None:
+        _offer_backend_operations(document, backend_documents)
     descriptor = document["components"]["schemas"]["OperationDescriptor"]
     descriptor["properties"]["sourceService"] = SOURCE_SERVICE_PROPERTY
     document["paths"]["/api/bulks"]["get"].setdefault("parameters", []).append(SOURCE_PARAMETER)
@@ -57,3 +65,32 @@ def instance_routes() -> list[tuple[str, list[str]]]:
         (path, [method.upper() for method in item if method in HTTP_METHODS])
         for path, item in paths.items()
     ]
+
+
+def _submission_schema(document: dict[str, Any], path: str) -> dict[str, Any] | None:
+    try:
+        schema = document["paths"][path]["post"]["requestBody"]["content"]["multipart/form-data"]
+        found: dict[str, Any] = schema["schema"]
+    except (KeyError, TypeError):
+        return None
+    return found
+
+
+def _offer_backend_operations(document: dict[str, Any], backends: list[dict[str, Any]]) -> None:
+    """Replace the forms' operation variants by the backends' (first backend wins a name),
+    with the component schemas those variants refer to."""
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for path in SUBMISSION_PATHS:
+        ours = _submission_schema(document, path)
+        if ours is None:
+            continue
+        variants: dict[str, Any] = {}
+        for backend in backends:
+            theirs = _submission_schema(backend, path)
+            for variant in (theirs or {}).get("oneOf", []):
+                if isinstance(variant, dict):
+                    variants.setdefault(str(variant.get("title")), variant)
+        ours["oneOf"] = list(variants.values())
+    for backend in backends:
+        for name, schema in backend.get("components", {}).get("schemas", {}).items():
+            schemas.setdefault(name, schema)  # operation models are prefixed by their name

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bulkops.definition.operation import OperationDefinition
-from bulkops.errors import BadRequest
+from bulkops.errors import BadRequest, Unprocessable
 from bulkops.formats.base import renamed
 
 MAX_ENTRIES = 1000
@@ -23,7 +23,10 @@ def parse_column_map(definition: OperationDefinition, text: str | None) -> dict[
     A target may name a row field by its alias or by its field name.
 
     Raises:
-        BadRequest: the value is not a JSON object of strings, or names no model column.
+        BadRequest: the value is not a JSON object of strings.
+        Unprocessable: a well-formed map that does not fit the operation (an unnamed file
+            column, or a target that names no column of the row model); it carries the
+            validation result, with the problem among its ``fileErrors``.
     """
     if text is None or not text.strip():
         return None
@@ -39,19 +42,23 @@ def parse_column_map(definition: OperationDefinition, text: str | None) -> dict[
     targets = _targets(definition)
     mapped: dict[str, str] = {}
     for source, target in data.items():
-        if not isinstance(target, str) or not source.strip():
-            raise BadRequest(
-                f"Malformed columnMap: {source!r} must map a named file column to a field name"
-            )
+        if not isinstance(target, str):
+            raise BadRequest(f"Malformed columnMap: {source!r} must map to a field name")
+        if not source.strip():
+            raise _misfit(f"columnMap maps an unnamed file column to {target!r}")
         column = targets.get(target)
         if column is None:
             known = ", ".join(definition.columns)
-            raise BadRequest(
+            raise _misfit(
                 f"columnMap maps {source!r} to {target!r}, which is not a column of "
                 f"{definition.name!r} (columns: {known})"
             )
         mapped[source] = column
     return mapped or None
+
+
+def _misfit(message: str) -> Unprocessable:
+    return Unprocessable(message, valid=False, metadataErrors=[], fileErrors=[message])
 
 
 def _targets(definition: OperationDefinition) -> dict[str, str]:

@@ -172,8 +172,9 @@ class SubmissionService:
             BadRequest: unknown or missing operation, missing or empty file, bad
                 notifications, column map or idempotency key.
             UnsupportedMediaType: the file is not CSV, JSON or JSON Lines.
-            Unprocessable: the metadata fails its model (carries the validation result), or
-                the idempotency key was used with a different request.
+            Unprocessable: the metadata or the column map does not fit the operation
+                (carries the validation result), or the idempotency key was used with a
+                different request.
             PayloadTooLarge: the file exceeds the upload limit.
         """
         checked = self._check(operation_name, metadata, upload)
@@ -243,14 +244,19 @@ class SubmissionService:
         """Check a submission without storing anything.
 
         Raises:
-            BadRequest: unknown or missing operation, or missing file.
+            BadRequest: unknown or missing operation, missing file, or a malformed column
+                map (one that does not fit the operation is among the ``fileErrors``).
             UnsupportedMediaType: the file is not CSV, JSON or JSON Lines.
             PayloadTooLarge: the file exceeds the upload limit.
         """
         definition = self._definition(operation_name)
         checked_upload, fmt = self._format(upload)
-        columns = parse_column_map(definition, column_map)
         result = ValidationResult(valid=True)
+        columns = None
+        try:
+            columns = parse_column_map(definition, column_map)
+        except Unprocessable as exc:
+            result.file_errors.extend(exc.extra["fileErrors"])
         parsed: Metadata | None = None
         try:
             parsed = self._metadata(definition, metadata)
@@ -261,10 +267,11 @@ class SubmissionService:
                 await invoke(definition.instantiate().validate_metadata, parsed)
             except Exception as exc:
                 result.metadata_errors.append(error_text(exc))
-        async with self._spooled(checked_upload.chunks) as path:
-            checked = await check_file(definition, path, fmt, parsed, columns)
-        result.file_errors.extend(checked.errors)
-        result.suggested_column_map = checked.suggested_column_map or None
+        if not result.file_errors:  # a misfit column map makes the file's check moot
+            async with self._spooled(checked_upload.chunks) as path:
+                checked = await check_file(definition, path, fmt, parsed, columns)
+            result.file_errors.extend(checked.errors)
+            result.suggested_column_map = checked.suggested_column_map or None
         result.valid = not (result.metadata_errors or result.file_errors)
         return result
 
