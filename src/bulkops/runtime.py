@@ -185,6 +185,7 @@ class Runtime:
                 signal_poll_interval=settings.signal_poll_interval,
                 step_retry_delay=settings.step_retry_delay,
                 storage_retry_timeout=settings.storage_retry_timeout,
+                chunk_rows=settings.chunk_rows,
             ),
             hub,
         )

@@ -119,6 +119,12 @@ class Settings(BaseSettings):
         description="How long processing retries storage writes during an outage before it "
         "leaves the operation to be resumed.",
     )
+    chunk_rows: int = Field(
+        default=10000,
+        ge=0,
+        description="Operations with more rows than this are processed as ranges of this many "
+        "rows that every worker sharing the database claims (0: never split).",
+    )
     max_resumes: int = Field(
         default=5,
         ge=0,

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bulkops.errors import FileFormatError
-from bulkops.formats import FileFormat, RawRow, count_rows, read_rows
+from bulkops.formats import FileFormat, RawRow, count_chunks, count_rows, read_rows
 from bulkops.formats.base import MAX_RECORD_BYTES
 from bulkops.service.export import DATA_COLUMNS, _DataCsv
 from bulkops.storage.records import RowRecord
@@ -237,3 +237,61 @@ def test_values_the_decoder_refuses_are_read_past(
     got, error = _read_all(path, FileFormat.JSON)
     assert len(got) == rows and (not got or got[0].error)
     assert (error is None) if failure is None else (failure in str(error))
+
+
+def _read_chunked(path: Path, fmt: FileFormat, chunk_rows: int) -> list[RawRow]:
+    counted = count_chunks(path, fmt, chunk_rows)
+    starts = counted.chunks
+    ends = [start.first_row for start in starts[1:]] + [counted.total + 1]
+    got: list[RawRow] = []
+    for start, end in zip(starts, ends, strict=True):
+        limit = end - start.first_row
+        got += read_rows(path, fmt, columns=COLUMNS, keep_raw=True, start=start, limit=limit)
+    return got
+
+
+@PROPERTY
+@given(
+    data=st.binary(max_size=300)
+    | st.lists(
+        st.sampled_from(["a,b,c", '"x\ny",1,2', "", "1,2", '"bad"x,1,2', "\ufeffq,r,s"]),
+        max_size=12,
+    ).map(lambda lines: ("email,name,age\n" + "\n".join(lines)).encode()),
+    fmt=st.sampled_from([FileFormat.CSV, FileFormat.JSONL]),
+    chunk_rows=st.integers(1, 4),
+)
+def test_reading_chunk_by_chunk_from_their_offsets_gives_the_whole_file(
+    tmp_path: Path, data: bytes, fmt: FileFormat, chunk_rows: int
+) -> None:
+    path = tmp_path / f"{uuid.uuid4().hex}.{fmt.value}"
+    path.write_bytes(data)
+    whole, error = _read_all(path, fmt)
+    if error is not None:
+        return  # a file error stops processing before any chunk is made
+    counted = count_chunks(path, fmt, chunk_rows)
+    assert counted.total == len(whole)
+    if len(counted.chunks) > 1:
+        assert all(start.offset >= 0 for start in counted.chunks)
+        assert [s.first_row for s in counted.chunks] == list(range(1, len(whole) + 1, chunk_rows))
+    assert _read_chunked(path, fmt, chunk_rows) == whole
+
+
+def test_jsonl_chunks_seek_to_their_rows(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    lines = [json.dumps({"email": f"u{n}@x.io", "name": "é" * n}) for n in range(1, 11)]
+    path.write_text("\n\n".join(lines) + "\n", encoding="utf-8")
+    counted = count_chunks(path, FileFormat.JSONL, 4)
+    assert counted.total == 10 and [s.first_row for s in counted.chunks] == [1, 5, 9]
+    with path.open("rb") as fh:
+        fh.seek(counted.chunks[1].offset)
+        assert json.loads(fh.readline())["email"] == "u5@x.io"
+    assert [r.values["email"] for r in _read_chunked(path, FileFormat.JSONL, 4) if r.values] == [
+        f"u{n}@x.io" for n in range(1, 11)
+    ]
+
+
+def test_a_json_array_is_one_chunk(tmp_path: Path) -> None:
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([{"email": str(n)} for n in range(10)]))
+    counted = count_chunks(path, FileFormat.JSON, 3)
+    assert counted.total == 10 and len(counted.chunks) == 1

@@ -38,6 +38,8 @@ class OrphanRecovery:
         try:
             recovered = []
             for record in await self._operations.running():
+                if record.worker_id is None:
+                    continue  # split into chunks: each is resumed on its own when its worker goes
                 if self._age(record.heartbeat_at or record.started_at or record.created_at, now):
                     failed = await self._recover(record, now)
                     if failed is not None:

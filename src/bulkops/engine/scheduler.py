@@ -12,8 +12,10 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
+from bulkops.engine.chunks import end_split
 from bulkops.engine.persistence import apply_change
-from bulkops.engine.processor import OperationRun, Processor, StopReason
+from bulkops.engine.processor import OperationRun, Processor
+from bulkops.engine.run import Run, StopReason
 from bulkops.errors import IllegalTransition, StorageError
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
@@ -23,6 +25,14 @@ from bulkops.storage.states import OperationStatus
 log = logging.getLogger("bulkops.engine")
 
 _PICKUP_BATCH = 1000
+
+
+class _ChunkTurn:
+    """A slot's turn to claim a chunk of a split operation (one is enough for all)."""
+
+
+_TURN = _ChunkTurn()
+Work = UUID | _ChunkTurn
 
 
 class Scheduler(Protocol):
@@ -81,9 +91,11 @@ class WorkScheduler:
         self._operations = processor.stores.operations
         self._worker_id = processor.config.worker_id
         self._config = config
-        self._queue: asyncio.Queue[UUID] = asyncio.Queue()
+        self._queue: asyncio.Queue[Work] = asyncio.Queue()
         self._known: set[UUID] = set()
-        self._active: dict[UUID, tuple[OperationRun, asyncio.Task[None]]] = {}
+        # Runs in progress: by operation id, or (operation id, chunk index) for chunks.
+        self._active: dict[UUID | tuple[UUID, int], tuple[Run, asyncio.Task[None]]] = {}
+        self._turns = 0  # chunk turns queued or being taken
         # Abandoned operations seen once (id -> heartbeat then), and those confirmed.
         self._suspects: dict[UUID, datetime | None] = {}
         self._takeovers: dict[UUID, datetime | None] = {}
@@ -112,8 +124,10 @@ class WorkScheduler:
         self._spawn(*(self._slot() for _ in range(config.worker_count)))
         await self._quietly(self.pickup)
         await self._quietly(self.scan_abandoned)
+        await self._quietly(self.poll_chunks)
         if config.poll_interval:
             self._spawn(self._every(config.poll_interval, self.pickup))
+        self._spawn(self._every(config.poll_interval or config.scan_interval, self.poll_chunks))
         self._spawn(self._every(config.scan_interval, self.scan_abandoned))
         if config.stuck_timeout:
             interval = min(max(config.stuck_timeout / 4, 0.2), 60.0)
@@ -132,8 +146,30 @@ class WorkScheduler:
             if self._serves(record):
                 self.enqueue(record.id)
 
+    def offer_chunks(self, count: int) -> None:
+        """Queue turns to claim up to ``count`` chunks, within the free slots."""
+        free = self._config.worker_count - self._turns
+        for _ in range(min(count, free)):
+            if self._stopping:
+                return
+            self._turns += 1
+            self._queue.put_nowait(_TURN)
+
+    async def poll_chunks(self) -> None:
+        """Queue turns for the chunks any process could claim now (Pending or abandoned)."""
+        if self._turns >= self._config.worker_count:
+            return
+        names = [definition.name for definition in self._processor.registry]
+        waiting = await self._processor.stores.chunks.chunk_work(names, self._stale_before())
+        self.offer_chunks(waiting)
+
+    def _stale_before(self) -> datetime:
+        return utcnow() - timedelta(seconds=self._config.abandon_after)
+
     async def scan_abandoned(self) -> None:
-        """Queue the abandoned operations seen at this scan and the one before."""
+        """Queue the abandoned operations seen at this scan and the one before, and end
+        split operations whose last chunk's worker stopped before it could."""
+        await self._end_finished_splits()
         stale_before = utcnow() - timedelta(seconds=self._config.abandon_after)
         seen: dict[UUID, datetime | None] = {}
         for record in await self._operations.abandoned(stale_before, _PICKUP_BATCH):
@@ -144,6 +180,11 @@ class WorkScheduler:
                 self._takeovers[record.id] = record.heartbeat_at
                 self.enqueue(record.id)
         self._suspects = seen
+
+    async def _end_finished_splits(self) -> None:
+        for operation_id in await self._processor.stores.chunks.finished_splits():
+            log.info("Ending split operation %s: all its chunks are done", operation_id)
+            await end_split(self._processor, operation_id, None)
 
     async def sweep_stuck(self) -> None:
         """Fail operations that have been Running longer than the stuck timeout."""
@@ -189,17 +230,68 @@ class WorkScheduler:
 
     async def _slot(self) -> None:
         while True:
-            operation_id = await self._queue.get()
+            work = await self._queue.get()
             try:
-                if not self._stopping:
-                    await self._handle(operation_id)
-            except StorageError:
-                log.warning("Could not process %s; will retry later", operation_id, exc_info=True)
+                if isinstance(work, _ChunkTurn):
+                    await self._take_turn()
+                else:
+                    await self._take_operation(work)
             finally:
-                self._known.discard(operation_id)
-                self._takeovers.pop(operation_id, None)
-                self._active.pop(operation_id, None)
                 self._queue.task_done()
+
+    async def _take_operation(self, operation_id: UUID) -> None:
+        try:
+            if not self._stopping:
+                await self._handle(operation_id)
+        except StorageError:
+            log.warning("Could not process %s; will retry later", operation_id, exc_info=True)
+        finally:
+            self._known.discard(operation_id)
+            self._takeovers.pop(operation_id, None)
+            self._active.pop(operation_id, None)
+
+    async def _take_turn(self) -> None:
+        claimed = False
+        try:
+            if not self._stopping:
+                claimed = await self._run_chunk()
+        except StorageError:
+            log.warning("Could not claim or process a chunk; will retry later", exc_info=True)
+        finally:
+            self._turns -= 1
+        if claimed:
+            self.offer_chunks(1)  # there may be more: keep this slot draining them
+
+    async def _run_chunk(self) -> bool:
+        """Claim one chunk and process it; False when there was none to claim."""
+        names = [definition.name for definition in self._processor.registry]
+        chunks, now = self._processor.stores.chunks, utcnow()
+        chunk = await chunks.claim_chunk(names, self._worker_id, now, self._stale_before())
+        if chunk is None:
+            return False
+        record = await self._operations.get(chunk.operation_id)
+        if record is None or record.status is not OperationStatus.RUNNING:
+            await chunks.end_chunk(chunk.operation_id, chunk.index, self._worker_id, done=False)
+            return True
+        limit = self._config.max_resumes
+        if chunk.resume_count > limit:
+            await end_split(self._processor, record.id, _gave_up_chunk(chunk.index, limit))
+            return True
+        if chunk.resume_count:
+            log.warning(
+                "Resuming chunk %d of operation %s: its worker stopped responding",
+                chunk.index,
+                record.id,
+            )
+        run = self._processor.start_chunk(record, chunk)
+        key = (record.id, chunk.index)
+        task = asyncio.create_task(run.execute())
+        self._active[key] = (run, task)
+        try:
+            await task
+        finally:
+            self._active.pop(key, None)
+        return True
 
     async def _handle(self, operation_id: UUID) -> None:
         record = await self._operations.get(operation_id)
@@ -224,6 +316,8 @@ class WorkScheduler:
         task = asyncio.create_task(run.execute())
         self._active[operation_id] = (run, task)
         await task
+        if isinstance(run, OperationRun) and run.chunks:
+            self.offer_chunks(run.chunks)
 
     async def _take_over(
         self, record: OperationRecord, heartbeat: datetime | None, now: datetime
@@ -253,8 +347,9 @@ class WorkScheduler:
 
     @property
     def active(self) -> list[UUID]:
-        """Operations being processed right now."""
-        return list(self._active)
+        """Operations being processed right now (whole, or chunks of them)."""
+        found = (key[0] if isinstance(key, tuple) else key for key in self._active)
+        return list(dict.fromkeys(found))
 
     async def stop(self) -> None:
         """Stop taking work, let running operations finish for up to the shutdown timeout,
@@ -278,6 +373,13 @@ class WorkScheduler:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _gave_up_chunk(index: int, limit: int) -> str:
+    return (
+        f"Processing of chunk {index} stopped more than {limit} times before it could finish "
+        "(its worker crashed or lost storage each time); the operation is not resumed again"
+    )
 
 
 def _gave_up(record: OperationRecord, limit: int) -> str:

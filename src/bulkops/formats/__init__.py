@@ -15,9 +15,9 @@ from itertools import dropwhile, islice
 from pathlib import Path
 
 from bulkops.formats.base import FileFormat, RawRow, detect_format
-from bulkops.formats.csvfile import count_csv, read_csv, read_csv_header
+from bulkops.formats.csvfile import chunk_csv, count_csv, read_csv, read_csv_header
 from bulkops.formats.jsonarray import count_json, read_json
-from bulkops.formats.jsonlines import count_jsonl, read_jsonl
+from bulkops.formats.jsonlines import chunk_jsonl, count_jsonl, read_jsonl
 
 __all__ = [
     "ChunkStart",
@@ -95,6 +95,7 @@ def read_rows(
     """
     fmt = FileFormat(fmt)
     reader: Generator[RawRow, None, None]
+    seek = None if start is None else (start.first_row, start.offset)
     if fmt is FileFormat.CSV:
         reader = read_csv(
             path,
@@ -104,14 +105,18 @@ def read_rows(
             drop_empty=drop_empty,
             column_map=column_map,
             delimiter=delimiter,
+            start=seek,
         )
     elif fmt is FileFormat.JSON:
         reader = read_json(path, columns=columns, keep_raw=keep_raw, column_map=column_map)
     else:
-        reader = read_jsonl(path, columns=columns, keep_raw=keep_raw, column_map=column_map)
+        reader = read_jsonl(
+            path, columns=columns, keep_raw=keep_raw, column_map=column_map, start=seek
+        )
     if start is None and limit is None:
         return reader
     first = 1 if start is None else start.first_row
+    # Rows before ``first`` are only read past when the reader could not seek to them.
     return _range(reader, first, limit)
 
 
@@ -156,12 +161,24 @@ def read_header(path: Path, fmt: FileFormat, delimiter: str | None = None) -> li
 def count_chunks(
     path: Path, fmt: FileFormat, chunk_rows: int, delimiter: str | None = None
 ) -> RowCount:
-    """Count the data rows as ``count_rows`` does and mark where every ``chunk_rows`` rows
-    a chunk begins (offsets unknown here: chunks are found by reading from the start).
+    """Count the data rows as ``count_rows`` does and find where every ``chunk_rows`` rows
+    a chunk begins: its first row and that row's byte offset, so a reader can seek there.
+
+    A file that cannot be read from an offset (a JSON array, a CSV file with lone-CR line
+    ends) is one chunk: reading every chunk from the start would cost more than it saves.
 
     Raises:
         FileFormatError: The file cannot be read as a whole.
     """
-    total = count_rows(path, fmt, delimiter)
-    starts = tuple(ChunkStart(first, -1) for first in range(1, total + 1, max(chunk_rows, 1)))
+    fmt = FileFormat(fmt)
+    size = max(chunk_rows, 0)
+    if fmt is FileFormat.CSV:
+        total, found = chunk_csv(path, size, delimiter)
+    elif fmt is FileFormat.JSONL:
+        total, found = chunk_jsonl(path, size)
+    else:
+        total, found = count_json(path), []
+    starts = tuple(ChunkStart(first, offset) for first, offset in found)
+    if len(starts) < 2 or any(start.offset < 0 for start in starts):
+        starts = (ChunkStart(1, -1),)
     return RowCount(total, starts)

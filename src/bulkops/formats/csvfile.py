@@ -58,8 +58,23 @@ class _Lines:
         else:
             self._lines = bounded_lines(fh)
         self._track = track
+        self._fh = fh
         self.kept: list[str] = []
         self._size = 0
+
+    @property
+    def seekable(self) -> bool:
+        """Records can be found again by byte offset (not through the text layer)."""
+        return self._text is None
+
+    def tell(self) -> int:
+        """The byte offset of the next line to read (``seekable`` files only)."""
+        return self._fh.tell()
+
+    def seek(self, offset: int) -> None:
+        """Read on from a record found earlier at byte ``offset``."""
+        self._fh.seek(offset)
+        self.new_record()
 
     def __enter__(self) -> _Lines:
         return self
@@ -172,8 +187,10 @@ def read_csv(
     drop_empty: bool = False,
     column_map: Mapping[str, str] | None = None,
     delimiter: str | None = None,
+    start: tuple[int, int] | None = None,
 ) -> Generator[RawRow, None, None]:
-    """Stream the data rows of a CSV file (see ``bulkops.formats.read_rows``)."""
+    """Stream the data rows of a CSV file (see ``bulkops.formats.read_rows``); with
+    ``start`` (row number, byte offset from ``chunk_csv``), from that row on."""
     with path.open("rb") as fh, _Lines(fh, track=True) as lines:
         reader = csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter)
         header = _read_header(reader)
@@ -181,6 +198,10 @@ def read_csv(
         pairs = _column_pairs(header, columns, required, column_map)
         width = len(header)
         number = 0
+        if start is not None and start[1] >= 0 and lines.seekable:
+            # csv.reader pulls exactly a record's lines, so it reads on from the offset.
+            number = start[0] - 1
+            lines.seek(start[1])
         while True:
             try:
                 for record in reader:
@@ -213,20 +234,40 @@ def read_csv(
 
 def count_csv(path: Path, delimiter: str | None = None) -> int:
     """Count the data rows of a CSV file as ``read_csv`` numbers them."""
+    return chunk_csv(path, 0, delimiter)[0]
+
+
+def chunk_csv(
+    path: Path, chunk_rows: int, delimiter: str | None = None
+) -> tuple[int, list[tuple[int, int]]]:
+    """Count the data rows as ``read_csv`` numbers them and, with ``chunk_rows``, find
+    where rows 1, 1 + chunk_rows, ... begin: (row number, byte offset; -1 when the file
+    cannot be read from an offset)."""
     with path.open("rb") as fh, _Lines(fh, track=False) as lines:
         reader = csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter)
         _read_header(reader)
+        seekable = lines.seekable
+        starts: list[tuple[int, int]] = []
         count = 0
+        before = lines.tell() if seekable else -1  # where the next record begins
         while True:
             try:
                 for record in reader:
                     lines.new_record()
                     if record:
                         count += 1
-                return count
+                        if chunk_rows and count % chunk_rows == 1 % chunk_rows:
+                            starts.append((count, before))
+                    if seekable:
+                        before = lines.tell()
+                return count, starts
             except (csv.Error, _Oversized):
                 lines.new_record()
                 count += 1  # read_csv reports it as a row with an error
+                if chunk_rows and count % chunk_rows == 1 % chunk_rows:
+                    starts.append((count, before))
+                if seekable:
+                    before = lines.tell()
             except UnicodeDecodeError as exc:
                 raise FileFormatError(not_utf8_message(count + 1), count + 1) from exc
 

@@ -65,12 +65,18 @@ def read_jsonl(
     columns: Sequence[str],
     keep_raw: bool,
     column_map: Mapping[str, str] | None = None,
+    start: tuple[int, int] | None = None,
 ) -> Generator[RawRow, None, None]:
-    """Stream the lines of a JSON Lines file (see ``bulkops.formats.read_rows``)."""
+    """Stream the lines of a JSON Lines file (see ``bulkops.formats.read_rows``); with
+    ``start`` (row number, byte offset from ``chunk_jsonl``), from that row on."""
     matcher = KeyMatcher(columns, column_map)
     with path.open("rb") as fh:
         number = 0
-        for line in _lines(fh):
+        lines = _lines(fh)
+        if start is not None and start[1] >= 0:
+            number = start[0] - 1
+            fh.seek(start[1])  # the line generator reads on from there
+        for line in lines:
             if line is None:
                 number += 1
                 yield RawRow(number, None, {RAW_LINE_KEY: ""}, too_large_message(number))
@@ -96,16 +102,28 @@ def read_jsonl(
 
 def count_jsonl(path: Path) -> int:
     """Count the non-blank lines, as ``read_jsonl`` numbers them, checking the encoding."""
+    return chunk_jsonl(path, 0)[0]
+
+
+def chunk_jsonl(path: Path, chunk_rows: int) -> tuple[int, list[tuple[int, int]]]:
+    """Count the rows as ``read_jsonl`` numbers them and, with ``chunk_rows``, find the
+    byte offsets where rows 1, 1 + chunk_rows, ... begin."""
     count = 0
+    starts: list[tuple[int, int]] = []
     with path.open("rb") as fh:
-        for line in _lines(fh):
-            if line is None:
-                count += 1
-                continue
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise FileFormatError(not_utf8_message(count + 1), count + 1) from exc
-            if text.strip(_WS_TEXT):
-                count += 1
-    return count
+        lines = _lines(fh)
+        before = fh.tell()
+        for line in lines:
+            if line is not None:
+                try:
+                    text = line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise FileFormatError(not_utf8_message(count + 1), count + 1) from exc
+                if not text.strip(_WS_TEXT):
+                    before = fh.tell()
+                    continue
+            count += 1
+            if chunk_rows and count % chunk_rows == 1 % chunk_rows:
+                starts.append((count, before))
+            before = fh.tell()
+    return count, starts

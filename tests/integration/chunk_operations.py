@@ -1,0 +1,54 @@
+"""Operations for the chunked-processing tests: they record every row they process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import bulkops as bo
+
+PROCESSED: Counter[str] = Counter()
+FIXED: set[str] = set()  # rows that succeed from now on
+GATE = asyncio.Event()  # opened: gated rows go on
+
+
+def reset() -> None:
+    global GATE
+    PROCESSED.clear()
+    FIXED.clear()
+    GATE = asyncio.Event()  # an event belongs to the loop that first waited on it
+
+
+class Meta(bo.Metadata):
+    pass
+
+
+class Item(bo.Row):
+    name: str
+
+
+@bo.operation("chunked", retryable=True, track_row_data=True)
+class Chunked(bo.RowOperation[Meta, Item]):
+    async def process_row(self, row: Item, metadata: Meta) -> None:
+        PROCESSED[row.name] += 1
+        if row.name.startswith("bad") and row.name not in FIXED:
+            raise RuntimeError(f"{row.name} is bad")
+
+
+@bo.operation("chunked-tolerant", tolerated_failure_count=2)
+class ChunkedTolerant(bo.RowOperation[Meta, Item]):
+    async def process_row(self, row: Item, metadata: Meta) -> None:
+        PROCESSED[row.name] += 1
+        if row.name.startswith("bad"):
+            raise RuntimeError(f"{row.name} is bad")
+
+
+@bo.operation("chunked-gated")
+class ChunkedGated(bo.RowOperation[Meta, Item]):
+    async def process_row(self, row: Item, metadata: Meta) -> None:
+        PROCESSED[row.name] += 1
+        if row.name.startswith("wait"):
+            await GATE.wait()
+
+
+ALL = [Chunked, ChunkedTolerant, ChunkedGated]

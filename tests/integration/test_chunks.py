@@ -1,0 +1,142 @@
+"""One operation processed as chunks that several slots (and workers) claim: every row once,
+and counters, failures, cancel, retry and the final status as without chunks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+import httpx
+import pytest
+
+from bulkops.storage.states import ChunkState
+from tests.integration import chunk_operations as ops
+from tests.integration.conftest import (
+    ClientFactory,
+    create_ok,
+    runtime_of,
+    wait_status,
+    wait_until,
+)
+
+CHUNK_ROWS = 10
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    ops.reset()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def client(
+    request: pytest.FixtureRequest, make_client: ClientFactory
+) -> AsyncIterator[httpx.AsyncClient]:
+    options: dict[str, Any] = {
+        "chunk_rows": CHUNK_ROWS,
+        "worker_count": 3,
+        "max_row_concurrency": 4,
+    }
+    if request.param == "postgres":
+        options.update(
+            database_url=request.getfixturevalue("empty_postgres_url"), migrate_on_start=False
+        )
+    yield await make_client(ops.ALL, **options)
+
+
+def csv_of(names: list[str]) -> str:
+    return "name\n" + "\n".join(names) + "\n"
+
+
+async def events_of(client: httpx.AsyncClient, operation_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (
+        await client.get(f"/api/bulks/{operation_id}/events?limit=1000")
+    ).json()
+    return found
+
+
+async def chunk_states(client: httpx.AsyncClient, operation_id: str) -> list[ChunkState]:
+    chunks = runtime_of(client).stores.chunks
+    states = []
+    for index in range(100):
+        chunk = await chunks.get_chunk(UUID(operation_id), index)
+        if chunk is None:
+            break
+        states.append(chunk.state)
+    return states
+
+
+async def test_every_row_is_processed_once_and_counted(client: httpx.AsyncClient) -> None:
+    names = [f"bad{n}" if n % 30 == 7 else f"row{n}" for n in range(1, 96)]
+    operation_id = await create_ok(client, csv_of(names), operation="chunked", metadata={})
+
+    status = await wait_status(client, operation_id)
+
+    assert status["status"] == "CompletedWithErrors"
+    assert (status["totalRows"], status["processedRows"]) == (95, 95)
+    assert status["errorCount"] == 3
+    assert ops.PROCESSED == dict.fromkeys(names, 1)  # each row exactly once
+    assert await chunk_states(client, operation_id) == [ChunkState.DONE] * 10
+    rows = (await client.get(f"/api/bulks/{operation_id}/rows?pageSize=200")).json()
+    assert [row["rowNumber"] for row in rows["items"]] == list(range(1, 96))
+    errors = (await client.get(f"/api/bulks/{operation_id}/errors")).json()
+    assert [row["rowNumber"] for row in errors["items"]] == [7, 37, 67]
+    events = await events_of(client, operation_id)
+    assert any("split into 10 chunks" in (e.get("message") or "") for e in events)
+    terminal = [e for e in events if e["type"] in {"Completed", "Failed", "Cancelled"}]
+    assert len(terminal) == 1
+    detail = (await client.get(f"/api/bulks/{operation_id}")).json()
+    assert detail["successfulRows"] == 92
+
+
+async def test_tolerated_failures_count_across_chunks(client: httpx.AsyncClient) -> None:
+    # Bad rows in three different chunks: the third failure is one more than tolerated.
+    names = [f"bad{n}" if n in (5, 15, 25) else f"row{n}" for n in range(1, 201)]
+    operation_id = await create_ok(client, csv_of(names), operation="chunked-tolerant", metadata={})
+
+    status = await wait_status(client, operation_id)
+
+    assert status["status"] == "Failed"
+    detail = (await client.get(f"/api/bulks/{operation_id}")).json()
+    assert "more than the tolerated failure count of 2" in detail["errorMessage"]
+    assert sum(ops.PROCESSED.values()) < 200  # most rows never started
+    assert all(count == 1 for count in ops.PROCESSED.values())
+
+
+async def test_cancel_stops_every_chunk(client: httpx.AsyncClient) -> None:
+    names = [f"wait{n}" if n % CHUNK_ROWS == 3 else f"row{n}" for n in range(1, 101)]
+    operation_id = await create_ok(client, csv_of(names), operation="chunked-gated", metadata={})
+    await wait_until(
+        lambda: _true(sum(n.startswith("wait") for n in ops.PROCESSED) >= 3),
+        what="three chunks waiting at their gated row",
+    )
+
+    cancelled = await client.post(f"/api/bulks/{operation_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    status = await wait_status(client, operation_id)
+    ops.GATE.set()
+
+    assert status["status"] == "Cancelled"
+    assert sum(ops.PROCESSED.values()) < 100
+    events = await events_of(client, operation_id)
+    assert [e["type"] for e in events].count("Cancelled") == 1
+
+
+async def test_retry_of_a_split_operation_runs_only_the_failed_rows(
+    client: httpx.AsyncClient,
+) -> None:
+    names = [f"bad{n}" if n in (4, 44, 84) else f"row{n}" for n in range(1, 91)]
+    operation_id = await create_ok(client, csv_of(names), operation="chunked", metadata={})
+    assert (await wait_status(client, operation_id))["status"] == "CompletedWithErrors"
+    ops.FIXED.update({"bad4", "bad44", "bad84"})
+
+    retried = await client.post(f"/api/bulks/{operation_id}/retry", json={})
+    assert retried.status_code in (200, 202), retried.text
+    status = await wait_status(client, operation_id)
+
+    assert status["status"] == "Completed" and status["errorCount"] == 0
+    assert ops.PROCESSED["bad44"] == 2 and ops.PROCESSED["row43"] == 1
+
+
+async def _true(value: bool) -> bool:
+    return value
