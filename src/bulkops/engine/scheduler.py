@@ -283,6 +283,13 @@ class WorkScheduler:
                 chunk.index,
                 record.id,
             )
+        log.info(
+            "Processing chunk %d (rows %d-%d) of operation %s",
+            chunk.index,
+            chunk.first_row,
+            chunk.last_row,
+            record.id,
+        )
         run = self._processor.start_chunk(record, chunk)
         key = (record.id, chunk.index)
         task = asyncio.create_task(run.execute())

@@ -1,0 +1,106 @@
+"""One operation over several real worker processes on PostgreSQL: every row once, every
+worker taking part, and a worker killed mid-chunk replaced by another."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.e2e.conftest import Process, serve, status_of, wait_for, wait_terminal
+from tests.e2e.test_faults import assert_each_row_ran_once_except, submit
+
+pytestmark = pytest.mark.postgres
+
+ROWS = 1200
+CHUNK_ROWS = 100
+
+
+def chunks_processed_by(worker: Process, operation_id: str) -> set[int]:
+    found = re.findall(rf"Processing chunk (\d+) .* of operation {operation_id}", worker.output())
+    return {int(index) for index in found}
+
+
+@pytest.mark.parametrize("worker_count", [2, 3])
+def test_every_worker_takes_chunks_and_every_row_runs_once(
+    spawn: Callable[..., Process], tmp_path: Path, empty_postgres_url: str, worker_count: int
+) -> None:
+    database: dict[str, Any] = {"database_url": empty_postgres_url, "chunk_rows": CHUNK_ROWS}
+    _, url = serve(spawn, "--role", "api", **database)
+    workers = [
+        spawn("worker", pending_poll_interval="0.1", max_row_concurrency="4", **database)
+        for _ in range(worker_count)
+    ]
+    log = tmp_path / "side-effects.log"
+    operation_id = submit(url, log, rows=ROWS, delay_ms=5)
+
+    final = wait_terminal(url, operation_id, timeout=180)
+
+    assert (final["status"], final["processedRows"], final["totalRows"]) == (
+        "Completed",
+        ROWS,
+        ROWS,
+    )
+    assert_each_row_ran_once_except(log, ROWS, set())
+    taken = [chunks_processed_by(worker, operation_id) for worker in workers]
+    assert all(taken), f"a worker took no chunk: {taken}"
+    assert sorted(i for indexes in taken for i in indexes) == list(range(ROWS // CHUNK_ROWS))
+    with psycopg.connect(empty_postgres_url) as db:
+        states = db.execute(
+            "SELECT state, count(*) FROM chunks WHERE operation_id = %s GROUP BY state",
+            (operation_id,),
+        ).fetchall()
+    assert states == [("Done", ROWS // CHUNK_ROWS)]
+
+
+def test_a_chunk_of_a_killed_worker_is_finished_by_another(
+    spawn: Callable[..., Process], tmp_path: Path, empty_postgres_url: str
+) -> None:
+    database: dict[str, Any] = {
+        "database_url": empty_postgres_url,
+        "chunk_rows": CHUNK_ROWS,
+        "abandon_after": 2,
+    }
+    _, url = serve(spawn, "--role", "api", **database)
+    workers = [spawn("worker", pending_poll_interval="0.1", **database) for _ in range(2)]
+    log = tmp_path / "side-effects.log"
+    operation_id = submit(url, log, rows=ROWS // 2, delay_ms=10)
+    wait_for(
+        lambda: status_of(url, operation_id).get("processedRows", 0) >= CHUNK_ROWS // 2,
+        timeout=120,
+        what="half a chunk of rows",
+    )
+
+    with psycopg.connect(empty_postgres_url) as db:
+        holder, index = db.execute(
+            "SELECT worker_id, chunk_index FROM chunks WHERE operation_id = %s "
+            "AND state = 'Running' ORDER BY chunk_index LIMIT 1",
+            (operation_id,),
+        ).fetchone()
+    pid = int(holder.split(":")[1])
+    victim = next(worker for worker in workers if worker.popen.pid == pid)
+    victim.signal(signal.SIGKILL)
+    victim.wait()
+    with psycopg.connect(empty_postgres_url) as db:
+        stored = {
+            f"r{number}"
+            for (number,) in db.execute(
+                "SELECT row_number FROM row_records WHERE operation_id = %s "
+                "AND state IN ('Completed', 'Failed')",
+                (operation_id,),
+            )
+        }
+
+    final = wait_terminal(url, operation_id, timeout=120)
+
+    rows = ROWS // 2
+    assert (final["status"], final["processedRows"]) == ("Completed", rows)
+    assert_each_row_ran_once_except(log, rows, {f"r{n}" for n in range(1, rows + 1)} - stored)
+    survivor = next(worker for worker in workers if worker is not victim)
+    assert index in chunks_processed_by(survivor, operation_id)
+    assert f"Resuming chunk {index} of operation {operation_id}" in survivor.output()
