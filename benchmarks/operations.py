@@ -73,3 +73,16 @@ class BenchSignals(bo.PipelineOperation[BenchMeta, BenchRow]):
     @bo.step("Done", order=2)
     async def done(self, row: BenchRow, metadata: BenchMeta) -> None:
         """Nothing to do."""
+
+
+BENCH_WAIT = "bench-wait"
+WAIT_SLEEP = 0.02  # seconds each row of bench-wait sleeps
+
+
+@bo.operation(BENCH_WAIT, description="Each row waits 20 ms, like a call to another service")
+class BenchWait(bo.RowOperation[BenchMeta, BenchRow]):
+    """Scenario 10: rows that wait on I/O, so more workers can process more at once."""
+
+    async def process_row(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Wait like an I/O call."""
+        await asyncio.sleep(WAIT_SLEEP)

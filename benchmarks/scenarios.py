@@ -20,6 +20,7 @@ from benchmarks.operations import BENCH_PIPELINE, BENCH_SIGNALS, PIPELINE_STEPS,
 from benchmarks.procfs import MB, RssSampler, reset_peak_rss
 from benchmarks.profilers import make_profiler
 from benchmarks.results import Figure, Result, at_least, at_most
+from benchmarks.scaleout import postgres_throughput, worker_speedup
 from benchmarks.service import Service
 
 Measure = Callable[[Context], Result]
@@ -424,5 +425,17 @@ SCENARIOS: tuple[Scenario, ...] = (
         "Gateway: GET /status overhead; page 10 of a list merged from 3 backends",
         "no failed request (latency reported, no target)",
         gateway_overhead,
+    ),
+    Scenario(
+        10,
+        "PostgreSQL: one operation of 20 ms rows on 1, 2 and 3 worker processes",
+        ">= 1.7 x with two workers against one",
+        worker_speedup,
+    ),
+    Scenario(
+        11,
+        "PostgreSQL: the {rows}-row CSV file, API process + one worker",
+        ">= 0.4 x reference",
+        postgres_throughput,
     ),
 )
