@@ -131,6 +131,26 @@ def _idempotency(create: JsonObject) -> None:
         "description": "true when the answer replays an earlier request with the same key",
         "schema": {"type": "string"},
     }
+    invalid = create["responses"].get("422", {}).get("content", {}).get("application/json")
+    if invalid is not None:
+        reused: JsonObject = {
+            "title": "IdempotencyKeyReused",
+            "type": "object",
+            "required": ["error", "operationId"],
+            "properties": {
+                "error": {"type": "string"},
+                "operationId": {
+                    "type": "string",
+                    "format": "uuid",
+                    "description": "The operation the key created first",
+                },
+            },
+        }
+        invalid["schema"] = {"anyOf": [invalid["schema"], reused]}
+        create["responses"]["422"]["description"] = (
+            "The metadata or column map does not fit the operation, or the Idempotency-Key "
+            "was used with a different request"
+        )
 
 
 def _link_created(create: JsonObject, schema: JsonObject) -> None:

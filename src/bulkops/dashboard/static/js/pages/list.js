@@ -105,7 +105,9 @@ export function ListPage({ route }) {
   });
 
   const update = (changes) => {
-    const next = new URLSearchParams(query);
+    // From the address bar, not this render's query: two changes in a row (type a creator,
+    // press Enter, pick a date) must both count even if no render came between them.
+    const next = new URLSearchParams(window.location.search);
     for (const [name, value] of Object.entries(changes)) {
       if (value) next.set(name, value);
       else next.delete(name);
