@@ -91,6 +91,23 @@ async def test_rows_show_every_row_with_its_step(
     assert [i["rowNumber"] for i in by_step["items"]] == [2, 3]
 
 
+async def test_rows_and_errors_walk_with_the_keyset_cursor(
+    client: httpx.AsyncClient, finished_id: str
+) -> None:
+    first = (await client.get(f"/api/bulks/{finished_id}/rows?pageSize=2")).json()
+    assert [i["rowNumber"] for i in first["items"]] == [1, 2] and first["nextAfter"] == 2
+    second = (await client.get(f"/api/bulks/{finished_id}/rows?pageSize=2&after=2")).json()
+    assert [i["rowNumber"] for i in second["items"]] == [3, 4] and second["nextAfter"] == 4
+    last = (await client.get(f"/api/bulks/{finished_id}/rows?pageSize=2&after=4")).json()
+    assert [i["rowNumber"] for i in last["items"]] == [5]
+    assert "nextAfter" not in last and last["hasNextPage"] is False
+    assert last["totalCount"] == 5
+    errors = (await client.get(f"/api/bulks/{finished_id}/errors?pageSize=2&after=2")).json()
+    assert [i["rowNumber"] for i in errors["items"]] == [3, 4] and "nextAfter" not in errors
+    bad = await client.get(f"/api/bulks/{finished_id}/rows?after=-1")
+    assert bad.status_code == 400
+
+
 async def test_file_download_returns_the_original_bytes(
     client: httpx.AsyncClient, finished_id: str
 ) -> None:

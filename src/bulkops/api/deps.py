@@ -88,6 +88,15 @@ PageSize = Annotated[
 RowNumber = Annotated[
     int | None, Query(alias="rowNumber", ge=INT32_MIN, le=INT32_MAX, description="Row number")
 ]
+After = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        le=INT32_MAX,
+        description="Keyset paging: rows numbered above this (the previous page's "
+        "`nextAfter`); `page` is then ignored",
+    ),
+]
 Since = Annotated[
     int | None,
     Query(ge=INT64_MIN, le=INT64_MAX, description="Exclusive sequence cursor"),

@@ -276,6 +276,27 @@ class PageSchema(Schema, Generic[ItemT]):
         )
 
 
+class RowPageSchema(PageSchema[ItemT], Generic[ItemT]):
+    """A page of row records; ``nextAfter`` is the keyset cursor of the next page."""
+
+    next_after: int | None = Field(
+        default=None,
+        description="Pass as `after` for the next page (absent on the last page)",
+    )
+
+    @classmethod
+    def of_rows(cls, page: Page[Any], items: list[ItemT]) -> RowPageSchema[ItemT]:
+        """Wrap mapped row items with the paging fields and cursor of ``page``."""
+        return cls(
+            items=items,
+            total_count=page.total_count,
+            page=page.page,
+            page_size=page.page_size,
+            has_next_page=page.has_next_page,
+            next_after=page.next_after,
+        )
+
+
 class SignalFailureRequest(Schema):
     """Body of a failure signal."""
 

@@ -80,8 +80,10 @@ class QueryService:
         page_size: int | None = None,
         error_type: str | None = None,
         row_number: int | None = None,
+        after: int | None = None,
     ) -> Page[RowRecord]:
-        """Failed rows; an unknown ``error_type`` is ignored."""
+        """Failed rows; an unknown ``error_type`` is ignored. With ``after``, the page of
+        rows numbered above it (keyset paging)."""
         return await self._page(
             operation_id,
             page,
@@ -89,6 +91,7 @@ class QueryService:
             failed_only=True,
             error_type=ErrorType.parse(error_type) if error_type else None,
             row_number=row_number,
+            after=after,
         )
 
     async def rows(
@@ -99,14 +102,17 @@ class QueryService:
         page_size: int | None = None,
         state: str | None = None,
         step_name: str | None = None,
+        after: int | None = None,
     ) -> Page[RowRecord]:
-        """Per-row progress; an unknown ``state`` is ignored."""
+        """Per-row progress; an unknown ``state`` is ignored. With ``after``, the page of
+        rows numbered above it (keyset paging)."""
         return await self._page(
             operation_id,
             page,
             page_size,
             state=RowState.parse(state) if state else None,
             step_name=step_name or None,
+            after=after,
         )
 
     async def _page(

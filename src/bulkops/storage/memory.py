@@ -368,9 +368,21 @@ class MemoryStore:
         stored = self._rows.get(query.operation_id, {})
         numbers = self._order.get(query.operation_id, [])
         found = [stored[n] for n in numbers if _matches_row(stored[n], query)]
-        start = (query.page - 1) * query.page_size
-        items = [_copy_row(row) for row in found[start : start + query.page_size]]
-        return Page(items=items, total_count=len(found), page=query.page, page_size=query.page_size)
+        if query.after is not None:
+            listed = [row for row in found if row.row_number > query.after]
+            start = 0
+        else:
+            listed, start = found, (query.page - 1) * query.page_size
+        items = [_copy_row(row) for row in listed[start : start + query.page_size]]
+        more = len(listed) > start + query.page_size
+        return Page(
+            items=items,
+            total_count=len(found),
+            page=query.page,
+            page_size=query.page_size,
+            next_after=items[-1].row_number if more else None,
+            keyset=query.after is not None,
+        )
 
     async def iterate(
         self,

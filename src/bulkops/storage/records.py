@@ -206,10 +206,14 @@ class Page(Generic[T]):
     total_count: int
     page: int
     page_size: int
+    next_after: int | None = None  # keyset cursor of the next page (row listings)
+    keyset: bool = False  # found by cursor, not by page number
 
     @property
     def has_next_page(self) -> bool:
         """True when items exist beyond this page."""
+        if self.keyset:
+            return self.next_after is not None
         return self.page * self.page_size < self.total_count
 
 
@@ -238,6 +242,18 @@ class RowQuery:
     error_type: ErrorType | None = None
     row_number: int | None = None
     step_name: str | None = None
+    after: int | None = None  # keyset paging: rows numbered above this, ignoring ``page``
+
+    @property
+    def filtered(self) -> bool:
+        """Whether anything beyond the operation narrows the rows."""
+        return (
+            self.failed_only
+            or self.state is not None
+            or self.error_type is not None
+            or self.row_number is not None
+            or self.step_name is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)

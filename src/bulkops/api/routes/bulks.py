@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from bulkops.api.deps import (
     AccessDep,
+    After,
     IsoDateTime,
     OperationId,
     Page,
@@ -22,6 +23,7 @@ from bulkops.api.schemas import (
     OperationSchema,
     PageSchema,
     RowErrorSchema,
+    RowPageSchema,
     RowProgressSchema,
     StatusSchema,
     ValidationResultSchema,
@@ -158,7 +160,7 @@ async def get_bulk_status(operation_id: OperationId, runtime: RuntimeDep) -> Sta
 @router.get(
     "/{id}/errors",
     operation_id="getBulkErrors",
-    response_model=PageSchema[RowErrorSchema],
+    response_model=RowPageSchema[RowErrorSchema],
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
@@ -169,7 +171,8 @@ async def get_bulk_errors(
     page_size: PageSize = None,
     error_type: Annotated[str | None, Query(alias="errorType")] = None,
     row_number: RowNumber = None,
-) -> PageSchema[RowErrorSchema]:
+    after: After = None,
+) -> RowPageSchema[RowErrorSchema]:
     """Failed rows by row number. An unknown ``errorType`` is ignored."""
     result = await runtime.queries.errors(
         operation_id,
@@ -177,14 +180,15 @@ async def get_bulk_errors(
         page_size=page_size,
         error_type=error_type,
         row_number=row_number,
+        after=after,
     )
-    return PageSchema.build(result, [RowErrorSchema.from_record(r) for r in result.items])
+    return RowPageSchema.of_rows(result, [RowErrorSchema.from_record(r) for r in result.items])
 
 
 @router.get(
     "/{id}/rows",
     operation_id="getBulkRows",
-    response_model=PageSchema[RowProgressSchema],
+    response_model=RowPageSchema[RowProgressSchema],
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
@@ -195,14 +199,21 @@ async def get_bulk_rows(
     page_size: PageSize = None,
     state: str | None = None,
     step_name: Annotated[str | None, Query(alias="stepName")] = None,
-) -> PageSchema[RowProgressSchema]:
+    after: After = None,
+) -> RowPageSchema[RowProgressSchema]:
     """Per-row progress with the state of every step."""
     record = await runtime.queries.get(operation_id)
     definition = runtime.registry.get(record.operation_name)
     result = await runtime.queries.rows(
-        operation_id, page=page, page_size=page_size, state=state, step_name=step_name
+        operation_id,
+        page=page,
+        page_size=page_size,
+        state=state,
+        step_name=step_name,
+        after=after,
     )
-    return PageSchema.build(result, [RowProgressSchema.of(r, definition) for r in result.items])
+    items = [RowProgressSchema.of(r, definition) for r in result.items]
+    return RowPageSchema.of_rows(result, items)
 
 
 @router.get(

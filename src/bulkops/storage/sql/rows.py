@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Any
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, RowMapping, func, select
+from sqlalchemy import ColumnElement, RowMapping, Select, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.records import (
     EventRecord,
@@ -20,8 +22,13 @@ from bulkops.storage.records import (
 )
 from bulkops.storage.sql import postgres, sqlite
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.schema import row_records
+from bulkops.storage.sql.schema import operations, row_records
 from bulkops.storage.states import OperationStatus, RowState
+
+# Row counts of finished operations, by (operation id, version): their rows change only
+# through a retry, which moves the version on. Kept per process, bounded.
+_FINISHED_COUNTS_KEPT = 256
+_SETTLED = frozenset({OperationStatus.COMPLETED, OperationStatus.COMPLETED_WITH_ERRORS})
 
 
 def row_from_mapping(row: RowMapping) -> RowRecord:
@@ -29,6 +36,41 @@ def row_from_mapping(row: RowMapping) -> RowRecord:
     values = {name: row[name] for name in row.keys()}
     steps = values.pop("steps")
     return RowRecord(**values, steps=[StepState.from_json(step) for step in steps] if steps else [])
+
+
+_finished_counts: dict[tuple[UUID, int], tuple[int, bool]] = {}
+
+
+def _conditions(query: RowQuery) -> builtins.list[ColumnElement[bool]]:
+    r = row_records.c
+    conditions: builtins.list[ColumnElement[bool]] = [r.operation_id == query.operation_id]
+    if query.failed_only:
+        conditions.append(r.state == RowState.FAILED)
+    if query.state is not None:
+        conditions.append(r.state == query.state)
+    if query.error_type is not None:
+        conditions.append(r.error_type == query.error_type)
+    if query.row_number is not None:
+        conditions.append(r.row_number == query.row_number)
+    if query.step_name is not None:
+        conditions.append(r.step_name == query.step_name)
+    return conditions
+
+
+def page_select(query: RowQuery, *, gapless: bool = False) -> Select[Any]:
+    """The rows of a page and one more (which tells whether another page follows): above
+    the keyset cursor, in the row-number range of a gapless page, or at the page's offset."""
+    r = row_records.c
+    items = select(row_records).where(*_conditions(query)).order_by(r.row_number)
+    offset = (query.page - 1) * query.page_size
+    if query.after is not None:
+        items = items.where(r.row_number > query.after)
+    elif gapless:
+        first = offset + 1
+        items = items.where(r.row_number.between(first, first + query.page_size))
+    else:
+        items = items.offset(offset)
+    return items.limit(query.page_size + 1)
 
 
 def check_paging(page: int, page_size: int) -> None:
@@ -73,37 +115,58 @@ class RowMethods(SqlBase):
         return None if row is None else row_from_mapping(row)
 
     async def page(self, query: RowQuery) -> Page[RowRecord]:
-        """A page of row records matching the query, by row number."""
+        """A page of row records matching the query, by row number.
+
+        Filtered pages read the (operation, state, row number) index in order. An
+        unfiltered page of a finished operation whose rows are numbered without gaps is
+        the range of row numbers it covers (no OFFSET), its count kept per version.
+        """
         check_paging(query.page, query.page_size)
-        r = row_records.c
-        conditions: builtins.list[ColumnElement[bool]] = [r.operation_id == query.operation_id]
-        if query.failed_only:
-            conditions.append(r.state == RowState.FAILED)
-        if query.state is not None:
-            conditions.append(r.state == query.state)
-        if query.error_type is not None:
-            conditions.append(r.error_type == query.error_type)
-        if query.row_number is not None:
-            conditions.append(r.row_number == query.row_number)
-        if query.step_name is not None:
-            conditions.append(r.step_name == query.step_name)
+        conditions = _conditions(query)
         count = select(func.count()).select_from(row_records).where(*conditions)
-        items = (
-            select(row_records)
-            .where(*conditions)
-            .order_by(r.row_number)
-            .limit(query.page_size)
-            .offset((query.page - 1) * query.page_size)
-        )
         async with self._db.read() as conn:
-            total = (await conn.execute(count)).scalar_one()
-            found = (await conn.execute(items)).mappings().all()
+            dense = None if query.filtered else await self._finished_count(conn, query)
+            if dense is not None:
+                total, gapless = dense
+            else:
+                total, gapless = (await conn.execute(count)).scalar_one(), False
+            found = (await conn.execute(page_select(query, gapless=gapless))).mappings().all()
+        records = [row_from_mapping(row) for row in found[: query.page_size]]
+        more = len(found) > query.page_size
         return Page(
-            items=[row_from_mapping(row) for row in found],
+            items=records,
             total_count=total,
             page=query.page,
             page_size=query.page_size,
+            next_after=records[-1].row_number if more else None,
+            keyset=query.after is not None,
         )
+
+    async def _finished_count(
+        self, conn: AsyncConnection, query: RowQuery
+    ) -> tuple[int, bool] | None:
+        """(rows, numbered without gaps) of a completed operation, else None."""
+        o = operations.c
+        found = (
+            await conn.execute(select(o.status, o.version).where(o.id == query.operation_id))
+        ).first()
+        # Completed operations only: after a cancel or a failure, rows that were in flight
+        # may still be recorded.
+        if found is None or OperationStatus(found[0]) not in _SETTLED:
+            return None
+        key = (query.operation_id, int(found[1]))
+        kept = _finished_counts.get(key)
+        if kept is None:
+            r = row_records.c
+            stmt = select(func.count(), func.max(r.row_number)).where(
+                r.operation_id == query.operation_id
+            )
+            total, highest = (await conn.execute(stmt)).one()
+            kept = (int(total), int(total) == int(highest or 0))
+            if len(_finished_counts) >= _FINISHED_COUNTS_KEPT:
+                _finished_counts.pop(next(iter(_finished_counts)))
+            _finished_counts[key] = kept
+        return kept
 
     async def iterate(
         self,

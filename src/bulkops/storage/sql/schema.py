@@ -100,7 +100,8 @@ row_records = Table(
     Column("steps", JsonType, nullable=True),
     Column("waiting_since", UtcDateTime(), nullable=True),
     Column("completed_at", UtcDateTime(), nullable=True),
-    Index("ix_row_records_operation_id_state", "operation_id", "state"),
+    # A page of one state in row order reads this index in order (0006).
+    Index("ix_row_records_operation_id_state_row_number", "operation_id", "state", "row_number"),
     # Partial: only rows waiting for a signal have a key, so the hot-path inserts of every
     # other row skip this index. Prefix and equality look-ups on signal_key imply NOT NULL,
     # so both databases still use it.
