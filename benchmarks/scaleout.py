@@ -3,8 +3,8 @@
 Scenario 10 runs one operation of rows that each wait 20 ms (MaxRowConcurrency 10 per
 worker) with one, two and three ``bulkops worker`` processes; scenario 11 a no-op import of
 the run's CSV file with one worker, against the bare loop. Each measurement gets a fresh
-PostgreSQL database (created on the server of ``BULKOPS_BENCH_POSTGRES_URL``, default the
-local one, and dropped afterwards) and a fresh file directory.
+PostgreSQL database (created on the server of ``BULKOPS_BENCH_POSTGRES_URL``, else
+``BULKOPS_TEST_POSTGRES_URL``, else the local one, and dropped afterwards) and a fresh file directory.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from benchmarks.operations import BENCH_ROWS, BENCH_WAIT
 from benchmarks.results import Result, at_least
 from benchmarks.service import READY_TIMEOUT, ROOT, Service, ServiceError
 
-ADMIN_URL = os.environ.get(
-    "BULKOPS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+ADMIN_URL = (
+    os.environ.get("BULKOPS_BENCH_POSTGRES_URL")
+    or os.environ.get("BULKOPS_TEST_POSTGRES_URL")
+    or "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 WAIT_CONCURRENCY = 10
 MB = 1024 * 1024

@@ -19,6 +19,7 @@ from benchmarks.gateway import gateway_overhead
 from benchmarks.operations import BENCH_PIPELINE, BENCH_SIGNALS, PIPELINE_STEPS, STEP_SLEEP
 from benchmarks.procfs import MB, RssSampler, reset_peak_rss
 from benchmarks.profilers import make_profiler
+from benchmarks.reads import concurrent_uploads, read_latency
 from benchmarks.results import Figure, Result, at_least, at_most
 from benchmarks.scaleout import postgres_throughput, worker_speedup
 from benchmarks.service import Service
@@ -437,5 +438,17 @@ SCENARIOS: tuple[Scenario, ...] = (
         "PostgreSQL: the {rows}-row CSV file, API process + one worker",
         ">= 0.4 x reference",
         postgres_throughput,
+    ),
+    Scenario(
+        12,
+        "Read routes on the {rows}-row operation and on a 1,000-row one",
+        "each <= 20 ms and <= 3 x the small operation's",
+        read_latency,
+    ),
+    Scenario(
+        13,
+        "20 uploads at once (20,000 rows each) vs one upload; then with 8 polling clients",
+        ">= 0.8 x one upload; >= 0.5 x with readers",
+        concurrent_uploads,
     ),
 )
