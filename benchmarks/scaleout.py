@@ -4,7 +4,8 @@ Scenario 10 runs one operation of rows that each wait 20 ms (MaxRowConcurrency 1
 worker) with one, two and three ``bulkops worker`` processes; scenario 11 a no-op import of
 the run's CSV file with one worker, against the bare loop. Each measurement gets a fresh
 PostgreSQL database (created on the server of ``BULKOPS_BENCH_POSTGRES_URL``, else
-``BULKOPS_TEST_POSTGRES_URL``, else the local one, and dropped afterwards) and a fresh file directory.
+``BULKOPS_TEST_POSTGRES_URL``, else the local one, and dropped afterwards) and a fresh
+file directory.
 """
 
 from __future__ import annotations
