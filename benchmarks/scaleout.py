@@ -77,8 +77,6 @@ class _Process(Service):
             self._env["BULKOPS_PENDING_POLL_INTERVAL"] = "0.1"
         if chunk_rows is not None:
             self._env["BULKOPS_CHUNK_ROWS"] = str(chunk_rows)
-            # One chunk at a time per worker, so a worker runs MaxRowConcurrency rows at once.
-            self._env["BULKOPS_WORKER_COUNT"] = "1"
 
     def start(self) -> None:
         """Start; a worker serves no HTTP, so it is ready once it says it started."""

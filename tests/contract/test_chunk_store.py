@@ -150,3 +150,17 @@ async def test_saves_are_fenced_to_the_chunks_holder(
     assert held is OperationStatus.RUNNING
     current = await stores.operations.get(op.id)
     assert current is not None and current.processed_rows == 1
+
+
+async def test_claims_skip_the_excluded_operations(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
+    first = await split_operation(stores, make_operation, parts=2)
+    second = await split_operation(stores, make_operation, parts=1)
+    chunks = chunks_of(stores)
+
+    got = await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, exclude={first.id})
+
+    assert got is not None and got.operation_id == second.id
+    assert await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, exclude={first.id}) is None
+    assert await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH) is not None

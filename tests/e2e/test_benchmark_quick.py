@@ -13,7 +13,16 @@ import pytest
 ROOT = Path(__file__).parents[2]
 CHECKED = {"PASS", "MISS"}
 SCENARIOS = list(range(1, 14))
-WITH_RATIOS = {1, 3, 6, 8, 10, 11, 12, 13}  # every throughput figure comes with its ratio to the reference
+WITH_RATIOS = {
+    1,
+    3,
+    6,
+    8,
+    10,
+    11,
+    12,
+    13,
+}  # every throughput figure comes with its ratio to the reference
 
 pytestmark = pytest.mark.e2e
 

@@ -107,8 +107,8 @@ async def test_cancel_stops_every_chunk(client: httpx.AsyncClient) -> None:
     names = [f"wait{n}" if n % CHUNK_ROWS == 3 else f"row{n}" for n in range(1, 101)]
     operation_id = await create_ok(client, csv_of(names), operation="chunked-gated", metadata={})
     await wait_until(
-        lambda: _true(sum(n.startswith("wait") for n in ops.PROCESSED) >= 3),
-        what="three chunks waiting at their gated row",
+        lambda: _true(any(n.startswith("wait") for n in ops.PROCESSED)),
+        what="a chunk waiting at its gated row",
     )
 
     cancelled = await client.post(f"/api/bulks/{operation_id}/cancel")

@@ -19,7 +19,7 @@ from bulkops.engine.run import Run, StopReason
 from bulkops.errors import IllegalTransition, StorageError
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
-from bulkops.storage.records import OperationRecord
+from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
@@ -96,6 +96,9 @@ class WorkScheduler:
         # Runs in progress: by operation id, or (operation id, chunk index) for chunks.
         self._active: dict[UUID | tuple[UUID, int], tuple[Run, asyncio.Task[None]]] = {}
         self._turns = 0  # chunk turns queued or being taken
+        # Operations this process holds a chunk of; one claim at a time keeps it exact.
+        self._chunked: set[UUID] = set()
+        self._claiming = asyncio.Lock()
         # Abandoned operations seen once (id -> heartbeat then), and those confirmed.
         self._suspects: dict[UUID, datetime | None] = {}
         self._takeovers: dict[UUID, datetime | None] = {}
@@ -263,20 +266,37 @@ class WorkScheduler:
             self.offer_chunks(1)  # there may be more: keep this slot draining them
 
     async def _run_chunk(self) -> bool:
-        """Claim one chunk and process it; False when there was none to claim."""
+        """Claim one chunk and process it; False when there was none to claim.
+
+        A process works on one chunk of an operation at a time: within a process the
+        operation's parallelism stays its MaxRowConcurrency, as when it is not split, and
+        the other chunks are left to other processes (or to this one, chunk after chunk).
+        """
         names = [definition.name for definition in self._processor.registry]
-        chunks, now = self._processor.stores.chunks, utcnow()
-        chunk = await chunks.claim_chunk(names, self._worker_id, now, self._stale_before())
-        if chunk is None:
-            return False
+        chunks = self._processor.stores.chunks
+        async with self._claiming:
+            chunk = await chunks.claim_chunk(
+                names, self._worker_id, utcnow(), self._stale_before(), exclude=self._chunked
+            )
+            if chunk is None:
+                return False
+            self._chunked.add(chunk.operation_id)
+        try:
+            await self._process_chunk(chunk)
+        finally:
+            self._chunked.discard(chunk.operation_id)
+        return True
+
+    async def _process_chunk(self, chunk: ChunkRecord) -> None:
+        chunks = self._processor.stores.chunks
         record = await self._operations.get(chunk.operation_id)
         if record is None or record.status is not OperationStatus.RUNNING:
             await chunks.end_chunk(chunk.operation_id, chunk.index, self._worker_id, done=False)
-            return True
+            return
         limit = self._config.max_resumes
         if chunk.resume_count > limit:
             await end_split(self._processor, record.id, _gave_up_chunk(chunk.index, limit))
-            return True
+            return
         if chunk.resume_count:
             log.warning(
                 "Resuming chunk %d of operation %s: its worker stopped responding",
@@ -298,7 +318,6 @@ class WorkScheduler:
             await task
         finally:
             self._active.pop(key, None)
-        return True
 
     async def _handle(self, operation_id: UUID) -> None:
         record = await self._operations.get(operation_id)

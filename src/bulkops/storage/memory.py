@@ -303,10 +303,16 @@ class MemoryStore:
                     yield chunk
 
     async def claim_chunk(
-        self, names: Collection[str], worker_id: str, now: datetime, stale_before: datetime
+        self,
+        names: Collection[str],
+        worker_id: str,
+        now: datetime,
+        stale_before: datetime,
+        exclude: Collection[UUID] = (),
     ) -> ChunkRecord | None:
         """Claim a Pending (or abandoned) chunk of a Running operation named in ``names``."""
-        chunk = next(self._claimable_chunks(names, stale_before), None)
+        found = self._claimable_chunks(names, stale_before)
+        chunk = next((c for c in found if c.operation_id not in exclude), None)
         if chunk is None:
             return None
         claimed = replace(

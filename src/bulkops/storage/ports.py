@@ -116,13 +116,19 @@ class ChunkStore(Protocol):
         ``chunks``, in one transaction; None (nothing written) when the token moved."""
 
     async def claim_chunk(
-        self, names: Collection[str], worker_id: str, now: datetime, stale_before: datetime
+        self,
+        names: Collection[str],
+        worker_id: str,
+        now: datetime,
+        stale_before: datetime,
+        exclude: Collection[UUID] = (),
     ) -> ChunkRecord | None:
         """Claim one chunk of a Running operation whose name is in ``names`` (compared
-        case-insensitively): a Pending one, or a Running one whose heartbeat is older than
-        ``stale_before``. It becomes Running, held by ``worker_id`` (token incremented;
-        ``resume_count`` too when it was taken from a stopped holder). Concurrent claimers
-        never get the same chunk. None when there is none."""
+        case-insensitively) and whose id is not in ``exclude``: a Pending one, or a Running
+        one whose heartbeat is older than ``stale_before``. It becomes Running, held by
+        ``worker_id`` (token incremented; ``resume_count`` too when it was taken from a
+        stopped holder). Concurrent claimers never get the same chunk. None when there is
+        none."""
 
     async def chunk_work(self, names: Collection[str], stale_before: datetime) -> int:
         """How many chunks ``claim_chunk`` could claim now."""

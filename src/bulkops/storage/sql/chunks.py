@@ -104,15 +104,23 @@ class ChunkMethods(SqlBase):
         return record
 
     async def claim_chunk(
-        self, names: Collection[str], worker_id: str, now: datetime, stale_before: datetime
+        self,
+        names: Collection[str],
+        worker_id: str,
+        now: datetime,
+        stale_before: datetime,
+        exclude: Collection[UUID] = (),
     ) -> ChunkRecord | None:
         """Claim one Pending (or abandoned) chunk of a Running operation in ``names``."""
         if not names:
             return None
+        conditions = _claimable(names, stale_before)
+        if exclude:
+            conditions.append(_c.operation_id.not_in(sorted(exclude)))
         pick = (
             select(_c.operation_id, _c.chunk_index, _c.version, _c.state)
             .join(operations, _o.id == _c.operation_id)
-            .where(*_claimable(names, stale_before))
+            .where(*conditions)
             .order_by(_o.created_at, _c.operation_id, _c.chunk_index)
             .limit(1)
         )
