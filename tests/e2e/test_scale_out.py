@@ -33,11 +33,14 @@ def test_every_worker_takes_chunks_and_every_row_runs_once(
     database: dict[str, Any] = {"database_url": empty_postgres_url, "chunk_rows": CHUNK_ROWS}
     _, url = serve(spawn, "--role", "api", **database)
     workers = [
-        spawn("worker", pending_poll_interval="0.1", max_row_concurrency="4", **database)
+        spawn("worker", pending_poll_interval="0.1", max_row_concurrency="5", **database)
         for _ in range(worker_count)
     ]
+    for worker in workers:  # all polling before the work arrives
+        wait_for(lambda w=worker: "bulkops worker started" in w.output(), what="a worker")
     log = tmp_path / "side-effects.log"
-    operation_id = submit(url, log, rows=ROWS, delay_ms=5)
+    # A chunk takes about 0.4 s (100 rows of 20 ms, 5 at a time): every worker gets turns.
+    operation_id = submit(url, log, rows=ROWS, delay_ms=20)
 
     final = wait_terminal(url, operation_id, timeout=180)
 
@@ -68,6 +71,8 @@ def test_a_chunk_of_a_killed_worker_is_finished_by_another(
     }
     _, url = serve(spawn, "--role", "api", **database)
     workers = [spawn("worker", pending_poll_interval="0.1", **database) for _ in range(2)]
+    for worker in workers:
+        wait_for(lambda w=worker: "bulkops worker started" in w.output(), what="a worker")
     log = tmp_path / "side-effects.log"
     operation_id = submit(url, log, rows=ROWS // 2, delay_ms=10)
     wait_for(
