@@ -86,3 +86,18 @@ class BenchWait(bo.RowOperation[BenchMeta, BenchRow]):
     async def process_row(self, row: BenchRow, metadata: BenchMeta) -> None:
         """Wait like an I/O call."""
         await asyncio.sleep(WAIT_SLEEP)
+
+
+BENCH_BATCH = "bench-batch"
+BATCH_SIZE = 500
+
+
+@bo.operation(
+    BENCH_BATCH, batch_size=BATCH_SIZE, description="Validates each row; batches do nothing"
+)
+class BenchBatch(bo.BatchOperation[BenchMeta, BenchRow]):
+    """Scenario 14: the rows of scenario 1 in batches of 500 through an empty
+    ``process_batch``, for a downstream system with a bulk API."""
+
+    async def process_batch(self, rows: list[BenchRow], metadata: BenchMeta) -> None:
+        """Nothing to do: every row of the batch succeeded."""

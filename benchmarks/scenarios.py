@@ -16,7 +16,14 @@ from benchmarks import load, signalling
 from benchmarks.client import Run, download_export, run_to_end, upload
 from benchmarks.context import Context, Sizes, data_dir
 from benchmarks.gateway import gateway_overhead
-from benchmarks.operations import BENCH_PIPELINE, BENCH_SIGNALS, PIPELINE_STEPS, STEP_SLEEP
+from benchmarks.operations import (
+    BATCH_SIZE,
+    BENCH_BATCH,
+    BENCH_PIPELINE,
+    BENCH_SIGNALS,
+    PIPELINE_STEPS,
+    STEP_SLEEP,
+)
 from benchmarks.procfs import MB, RssSampler, reset_peak_rss
 from benchmarks.profilers import make_profiler
 from benchmarks.reads import concurrent_uploads, read_latency
@@ -121,6 +128,27 @@ def csv_throughput(context: Context) -> Result:
 def jsonl_throughput(context: Context) -> Result:
     """Scenario 3: the same rows as JSON Lines."""
     return _throughput(context, context.inputs.jsonl)
+
+
+def batch_throughput(context: Context) -> Result:
+    """Scenario 14: scenario 1's file through a batch operation (batches of 500)."""
+    path = context.inputs.csv
+    reference = context.reference(path)
+    with data_dir() as directory, Service(directory) as service:
+        run = run_to_end(service, path, operation=BENCH_BATCH)
+    _check_complete(run, context.sizes.rows)
+    ratio = run.rows_per_second / reference.rows_per_second
+    result = Result(figures=_run_figures(run))
+    result.figures["batch_size"] = BATCH_SIZE
+    result.figures["reference_rows_per_s"] = round(reference.rows_per_second, 1)
+    row_by_row = context.plain_run(path)
+    result.figures["row_by_row_rows_per_s"] = round(row_by_row.rows_per_second, 1)
+    result.ratios["throughput_vs_reference"] = ratio
+    result.ratios["row_by_row_vs_reference"] = row_by_row.rows_per_second / (
+        reference.rows_per_second
+    )
+    result.checks.append(at_least("throughput vs reference", ratio, 0.5, "x"))
+    return result
 
 
 def csv_memory(context: Context) -> Result:
@@ -450,5 +478,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         "20 uploads at once (20,000 rows each) vs one upload; then with 8 polling clients",
         ">= 0.8 x one upload; >= 0.5 x with readers",
         concurrent_uploads,
+    ),
+    Scenario(
+        14,
+        "{rows}-row CSV, batch operation (batches of 500, empty process_batch)",
+        ">= 0.5 x reference",
+        batch_throughput,
     ),
 )

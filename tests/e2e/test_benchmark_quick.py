@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CHECKED = {"PASS", "MISS"}
-SCENARIOS = list(range(1, 14))
+SCENARIOS = list(range(1, 15))
 WITH_RATIOS = {
     1,
     3,
