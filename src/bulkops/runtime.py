@@ -37,7 +37,9 @@ from bulkops.storage.ports import (
     RateLimitStore,
     RetryStore,
     RowStore,
+    WakeUps,
 )
+from bulkops.storage.wakeups import NoWakeUps
 
 if TYPE_CHECKING:
     from bulkops.storage.sql import Database
@@ -99,6 +101,7 @@ class Runtime:
         limits: RateLimitStore
         chunks: ChunkStore
         events: EventStore
+        wakeups: WakeUps = NoWakeUps()
         if url.startswith(MEMORY_URL):
             from bulkops.storage.memory import MemoryEventStore, MemoryStore
 
@@ -121,6 +124,10 @@ class Runtime:
                 events = SqlEventStore(database)
                 sql = SqlStore(database)
             operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
+            if not database.is_sqlite:
+                from bulkops.storage.sql.wakeups import PostgresWakeUps
+
+                wakeups = PostgresWakeUps(database, url)
         files = open_file_store(
             settings.files_url, s3_endpoint=settings.s3_endpoint, s3_region=settings.s3_region
         )
@@ -131,9 +138,10 @@ class Runtime:
             files=files,
             limits=limits,
             chunks=chunks,
+            wakeups=wakeups,
         )
         hub = SignalHub()
-        signals = SignalService(rows, hub)
+        signals = SignalService(rows, hub, stores.wakeups)
         scheduler = cls._scheduler(settings, registry, stores, role, hub)
         return cls(
             settings=settings,
@@ -172,7 +180,7 @@ class Runtime:
         settings: Settings, registry: Registry, stores: Stores, role: Role, hub: SignalHub
     ) -> Scheduler:
         if role == "api":
-            return NullScheduler()
+            return NullScheduler(stores.wakeups)
         processor = Processor(
             registry,
             stores,

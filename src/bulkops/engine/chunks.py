@@ -75,6 +75,7 @@ class ChunkRun(Run):
             return
         if ending.stop_reason is StopReason.SHUTDOWN:
             await self._retry.call(chunks.end_chunk, operation_id, index, me, done=False)
+            await self._stores.wakeups.announce_work()  # handed back: another may take it
             return
         if ending.stop_reason is not None:
             return  # cancelled, taken over, or storage gone: the chunk stays as it is

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
@@ -28,9 +28,11 @@ from bulkops.storage.ports import (
     OperationStore,
     RateLimitStore,
     RowStore,
+    WakeUps,
 )
 from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.wakeups import NoWakeUps
 
 log = logging.getLogger("bulkops.engine")
 
@@ -64,6 +66,7 @@ class Stores:
     files: FileStore
     limits: RateLimitStore
     chunks: ChunkStore
+    wakeups: WakeUps = field(default_factory=NoWakeUps)
 
 
 class Processor:
@@ -161,6 +164,7 @@ class OperationRun(Run):
             self.stop_reason = StopReason.LOST
             return
         self.chunks = len(parts)
+        await self._stores.wakeups.announce_work()  # other processes take chunks at once
         log.info(
             "Split %s into %d chunks of %d rows", self.record.id, len(parts), parts[0].row_count
         )

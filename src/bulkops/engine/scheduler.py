@@ -16,11 +16,14 @@ from bulkops.engine.chunks import end_split
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.processor import OperationRun, Processor
 from bulkops.engine.run import Run, StopReason
+from bulkops.engine.signals import SignalHub, deliver_signal
 from bulkops.errors import IllegalTransition, StorageError
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
+from bulkops.storage.ports import RowStore, WakeUps
 from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.states import OperationStatus
+from bulkops.storage.wakeups import NoWakeUps
 
 log = logging.getLogger("bulkops.engine")
 
@@ -50,10 +53,17 @@ class Scheduler(Protocol):
 
 class NullScheduler:
     """The scheduler of an API-only instance: it never processes anything, so created
-    operations stay Pending until a worker claims them."""
+    operations stay Pending until a worker claims them; it announces them to workers."""
+
+    def __init__(self, wakeups: WakeUps | None = None) -> None:
+        self._wakeups = wakeups or NoWakeUps()
+        self._announcing: set[asyncio.Task[None]] = set()
 
     def enqueue(self, operation_id: UUID) -> None:
-        """Ignore the request."""
+        """Announce the work to the workers (they also find it by polling)."""
+        task = asyncio.create_task(self._wakeups.announce_work())
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
 
     async def start(self) -> None:
         """Nothing to start."""
@@ -99,6 +109,8 @@ class WorkScheduler:
         # Operations this process holds a chunk of; one claim at a time keeps it exact.
         self._chunked: set[UUID] = set()
         self._claiming = asyncio.Lock()
+        self._wake = asyncio.Event()  # a wake-up notice asked to look for work
+        self._delivering: set[asyncio.Task[None]] = set()
         # Abandoned operations seen once (id -> heartbeat then), and those confirmed.
         self._suspects: dict[UUID, datetime | None] = {}
         self._takeovers: dict[UUID, datetime | None] = {}
@@ -132,9 +144,35 @@ class WorkScheduler:
             self._spawn(self._every(config.poll_interval, self.pickup))
         self._spawn(self._every(config.poll_interval or config.scan_interval, self.poll_chunks))
         self._spawn(self._every(config.scan_interval, self.scan_abandoned))
+        self._spawn(self._listen(), self._answer_wake_ups())
         if config.stuck_timeout:
             interval = min(max(config.stuck_timeout / 4, 0.2), 60.0)
             self._spawn(self._every(interval, self.sweep_stuck))
+
+    async def _listen(self) -> None:
+        """Hear other processes' notices (PostgreSQL); the pollers stay the fallback."""
+        await self._processor.stores.wakeups.listen(self._wake.set, self._signalled)
+
+    async def _answer_wake_ups(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()  # notices that arrive meanwhile make one more round
+            await self._quietly(self.pickup)
+            await self._quietly(self.poll_chunks)
+
+    def _signalled(self, key: str) -> None:
+        stores, hub = self._processor.stores, self._processor.hub
+        if hub.waits(key):
+            task = asyncio.create_task(self._quietly_deliver(stores.rows, hub, key))
+            self._delivering.add(task)
+            task.add_done_callback(self._delivering.discard)
+
+    @staticmethod
+    async def _quietly_deliver(rows: RowStore, hub: SignalHub, key: str) -> None:
+        try:
+            await deliver_signal(rows, hub, key)
+        except StorageError:
+            pass  # the operation's signal watch finds it at its next poll
 
     def _spawn(self, *coroutines: Coroutine[Any, Any, None]) -> None:
         self._tasks.extend(asyncio.create_task(c) for c in coroutines)

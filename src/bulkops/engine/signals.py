@@ -14,9 +14,10 @@ from uuid import UUID
 
 from bulkops.clock import utcnow
 from bulkops.errors import StorageError
-from bulkops.storage.ports import RowStore
+from bulkops.storage.ports import RowStore, WakeUps
 from bulkops.storage.records import RowRecord, WaitOutcome
 from bulkops.storage.states import ErrorType, RowState
+from bulkops.storage.wakeups import NoWakeUps
 
 MAX_MESSAGE = 2000
 
@@ -52,6 +53,10 @@ class SignalHub:
         """Forget a waiter (the wait ended)."""
         self._waiters.pop(key, None)
 
+    def waits(self, key: str) -> bool:
+        """Whether a row of this process waits under ``key``."""
+        return key in self._waiters
+
     def wake(self, key: str, row: RowRecord) -> bool:
         """Hand a resolved row to its waiter; False when this process holds none."""
         future = self._waiters.pop(key, None)
@@ -74,9 +79,10 @@ class SignalResult:
 class SignalService:
     """Signal waiting rows, by full key (programmatic) or by user key (HTTP)."""
 
-    def __init__(self, rows: RowStore, hub: SignalHub) -> None:
+    def __init__(self, rows: RowStore, hub: SignalHub, wakeups: WakeUps | None = None) -> None:
         self._rows = rows
         self._hub = hub
+        self._wakeups = wakeups or NoWakeUps()
 
     async def _resolve(
         self, row: RowRecord, succeeded: bool, message: str | None
@@ -94,6 +100,8 @@ class SignalService:
         if resolved is None:
             return None
         woken = row.signal_key is not None and self._hub.wake(row.signal_key, resolved)
+        if not woken and row.signal_key is not None:
+            await self._wakeups.announce_signal(row.signal_key)  # its worker is elsewhere
         return SignalResult(resolved, succeeded, not succeeded, cross_process=not woken)
 
     async def signal_user_key(
@@ -183,3 +191,17 @@ class SignalWatch:
                         self._keys.pop(key, None)
             except StorageError:
                 continue  # a transient outage; the next round looks again
+
+
+async def deliver_signal(rows: RowStore, hub: SignalHub, key: str) -> bool:
+    """Wake the row of this process waiting under ``key`` with its stored record, when
+    another process recorded its signal (a wake-up notice named the key)."""
+    parsed = parse_scoped_key(key)
+    if parsed is None or not hub.waits(key):
+        return False
+    stored = await rows.get_row(*parsed)
+    if stored is None or (
+        stored.state is RowState.WAITING_FOR_COMPLETION and stored.signal_key == key
+    ):
+        return False  # not signalled after all (or not yet visible)
+    return hub.wake(key, stored)

@@ -8,7 +8,7 @@ coming out are timezone-aware UTC. Adapters translate their driver errors into
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
@@ -241,6 +241,26 @@ class EventStore(Protocol):
 
     async def prune(self, before: datetime) -> int:
         """Delete events older than ``before``; return how many."""
+
+
+class WakeUps(Protocol):
+    """Prompt notices between processes sharing a database: new work, a recorded signal.
+
+    Polling stays the fallback, so a lost notice only delays; an implementation that
+    cannot deliver notices (SQLite, memory) does nothing.
+    """
+
+    async def announce_work(self) -> None:
+        """Tell every listening process that work can be claimed (an operation is Pending
+        or Retrying, or an operation was split into chunks)."""
+
+    async def announce_signal(self, key: str) -> None:
+        """Tell every listening process that the row waiting under the full signal ``key``
+        was signalled."""
+
+    async def listen(self, on_work: Callable[[], None], on_signal: Callable[[str], None]) -> None:
+        """Call ``on_work`` and ``on_signal`` as notices arrive, until cancelled; reconnects
+        after a lost connection. Returns at once when notices are not supported."""
 
 
 class FileStore(Protocol):
