@@ -66,6 +66,7 @@ def test_dates_filter_and_keyboard_opens_an_operation(
     page.get_by_label("Created to").fill("2001-01-01")
     expect(page.get_by_text("No operations match these filters.")).to_be_visible()
     page.get_by_role("button", name="Clear filters").click()
+    expect(page.get_by_label("Created by")).to_have_value("")  # the cleared form is shown
     page.get_by_label("Created by").fill(creator)
     page.get_by_label("Created by").press("Enter")
     page.get_by_label("Created from").fill("2001-01-01")

@@ -5,12 +5,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from datetime import datetime
+from typing import Any
 
 from bulkops.clock import utcnow
+from bulkops.definition.operation import PROCESS_STEP
 from bulkops.engine.persistence import StorageRetry
 from bulkops.storage.lifecycle import row_failed_event
 from bulkops.storage.ports import RowStore
-from bulkops.storage.records import EventRecord, Fence, OperationRecord, ProgressDelta, RowRecord
+from bulkops.storage.records import (
+    CompletedRun,
+    EventRecord,
+    Fence,
+    OperationRecord,
+    ProgressDelta,
+    RowRecord,
+)
 from bulkops.storage.states import OperationStatus, RowState
 
 
@@ -52,6 +62,9 @@ class RowRecorder:
         self._on_status = on_status
         self._on_failure = on_failure
         self._buffer: list[RowRecord] = []
+        # Plain completed rows as runs [first, last, completed_at]: no record per row.
+        self._runs: list[list[Any]] = []
+        self._run_rows = 0
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -72,9 +85,29 @@ class RowRecorder:
         """Buffer one row record."""
         buffer = self._buffer
         buffer.append(record)
-        if len(buffer) >= self._flush_rows:
+        size = len(buffer) + self._run_rows
+        if size >= self._flush_rows:
             self._wake.set()
-            if len(buffer) >= 2 * self._flush_rows:
+            if size >= 2 * self._flush_rows:
+                self._room.clear()
+
+    def add_completed(self, number: int, at: datetime) -> None:
+        """Buffer row ``number``, completed at its one step at ``at`` with nothing else to
+        record (stored exactly as its plain row record would be)."""
+        runs = self._runs
+        if runs:
+            last = runs[-1]
+            if last[1] + 1 == number and last[2] is at:
+                last[1] = number
+            else:
+                runs.append([number, number, at])
+        else:
+            runs.append([number, number, at])
+        self._run_rows += 1
+        size = len(self._buffer) + self._run_rows
+        if size >= self._flush_rows:
+            self._wake.set()
+            if size >= 2 * self._flush_rows:
                 self._room.clear()
 
     @property
@@ -118,23 +151,33 @@ class RowRecorder:
                 await asyncio.wait_for(self._wake.wait(), self._flush_interval)
             self._wake.clear()
             closing = self._closing
-            while self._buffer:
+            while self._buffer or self._runs:
                 batch = self._buffer[: 2 * self._flush_rows]
                 del self._buffer[: len(batch)]
-                await self._write(batch)
-                if len(self._buffer) < 2 * self._flush_rows:
+                runs, counted = self._runs, self._run_rows
+                self._runs, self._run_rows = [], 0
+                await self._write(batch, runs, counted)
+                if len(self._buffer) + self._run_rows < 2 * self._flush_rows:
                     self._room.set()
                 if not closing:
                     break
             if closing:
                 return
 
-    async def _write(self, batch: list[RowRecord]) -> None:
+    async def _write(self, batch: list[RowRecord], runs: list[list[Any]], counted: int) -> None:
         delta, failures = self._tally(batch)
+        delta = ProgressDelta(delta.processed + counted, delta.successful + counted, delta.failed)
+        completed = [CompletedRun(first, last, PROCESS_STEP, at) for first, last, at in runs]
         # A cancellation of this task must not tear a write whose batch left the buffer.
         status = await asyncio.shield(
             self._retry.call(
-                self._rows.save, self._operation.id, batch, delta, failures, fence=self._fence
+                self._rows.save,
+                self._operation.id,
+                batch,
+                delta,
+                failures,
+                fence=self._fence,
+                completed=completed,
             )
         )
         if status is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -157,3 +158,24 @@ class RowRunner(RowBasics):
         if existing is not None:
             record.retry_attempt = existing.retry_attempt
         return record
+
+    @property
+    def plain(self) -> bool:
+        """Whether a fresh row that completes leaves nothing to record but its number
+        and time (no row data kept, no business key): ``run_fresh`` applies."""
+        return not (self.definition.track_row_data or self.definition.overrides_row_id)
+
+    async def run_fresh(self, raw: RawRow) -> RowRecord | datetime:
+        """``run`` for a row never run before (only when ``plain``): the failed record, or
+        just the completion time when the row completed."""
+        prepared = await self.prepare(raw)
+        if isinstance(prepared, RowRecord):
+            return prepared
+        await self.pace()
+        try:
+            await self._process(prepared[0], self.metadata)
+        except Exception as exc:
+            record = self.new_record(raw, RowState.FAILED, prepared[1])
+            record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
+            return record
+        return self._clock.now()

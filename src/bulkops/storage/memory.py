@@ -22,6 +22,7 @@ from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange, RowCounts
 from bulkops.storage.records import (
     ChunkRecord,
+    CompletedRun,
     EventRecord,
     Fence,
     IdempotencyKey,
@@ -239,8 +240,10 @@ class MemoryStore:
         events: Sequence[EventRecord] = (),
         *,
         fence: Fence | None = None,
+        completed: Sequence[CompletedRun] = (),
     ) -> OperationStatus | None:
-        """Upsert row records, add ``delta`` to the counters and record ``events``.
+        """Upsert row records and completed runs, add ``delta`` to the counters and record
+        ``events``.
 
         Returns the operation's status, or None (nothing written) when it is unknown or
         not held as ``fence`` says.
@@ -251,7 +254,18 @@ class MemoryStore:
         if record is None or not self._holds(record, fence):
             return None
         stored, order = self._rows[operation_id], self._order[operation_id]
-        for row in rows:
+        plain = (
+            RowRecord(
+                operation_id,
+                number,
+                RowState.COMPLETED,
+                step_name=run.step_name,
+                completed_at=run.completed_at,
+            )
+            for run in completed
+            for number in range(run.first, run.last + 1)
+        )
+        for row in (*plain, *rows):
             if row.row_number not in stored:
                 insort(order, row.row_number)
             stored[row.row_number] = _copy_row(row)

@@ -18,6 +18,7 @@ from uuid import UUID
 from bulkops.storage.lifecycle import OperationChange, RowCounts
 from bulkops.storage.records import (
     ChunkRecord,
+    CompletedRun,
     EventRecord,
     Fence,
     IdempotencyKey,
@@ -165,9 +166,11 @@ class RowStore(Protocol):
         events: Sequence[EventRecord] = (),
         *,
         fence: Fence | None = None,
+        completed: Sequence[CompletedRun] = (),
     ) -> OperationStatus | None:
-        """Upsert row records (by operation and row number), add ``delta`` to the
-        operation's counters and record ``events`` (RowFailed), in one transaction.
+        """Upsert row records (by operation and row number) and the plain Completed rows of
+        ``completed``, add ``delta`` to the operation's counters and record ``events``
+        (RowFailed), in one transaction. ``delta`` counts every row, ``completed``'s too.
 
         With ``fence``, only while that worker holds the operation (or the fence's chunk of
         it): a worker that lost it (another resumed it) writes nothing. Returns the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 from uuid import UUID
 
 from bulkops.storage.states import (
@@ -305,6 +305,16 @@ class ChunkRecord:
     def last_row(self) -> int:
         """The number of the range's last row."""
         return self.first_row + self.row_count - 1
+
+
+class CompletedRun(NamedTuple):
+    """Consecutive rows ``first`` to ``last`` that completed at their one step with nothing
+    else to record: stored exactly as plain Completed row records, without building them."""
+
+    first: int
+    last: int
+    step_name: str | None
+    completed_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

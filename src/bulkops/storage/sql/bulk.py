@@ -8,11 +8,10 @@ set-based statement each.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from bulkops.storage.records import RowRecord
+from bulkops.storage.records import CompletedRun, RowRecord
 from bulkops.storage.sql.codec import (
     ROW_COLUMNS,
     ROW_KEY,
@@ -102,7 +101,7 @@ POSTGRES_RANGE_UPSERT = (
     f"FROM generate_series(%s::int4, %s::int4) AS n {_CONFLICT}"
 )
 
-Run = tuple[int, int, str | None, datetime]
+Run = CompletedRun  # (first, last, step name, completed at)
 
 
 def _plain(row: RowRecord) -> bool:
@@ -137,9 +136,9 @@ def split_plain_runs(rows: Sequence[RowRecord]) -> tuple[list[Run], list[RowReco
         if runs:
             first, last, step, at = runs[-1]
             if last + 1 == row.row_number and step == row.step_name and at == stamp:
-                runs[-1] = (first, row.row_number, step, at)
+                runs[-1] = Run(first, row.row_number, step, at)
                 continue
-        runs.append((row.row_number, row.row_number, row.step_name, stamp))
+        runs.append(Run(row.row_number, row.row_number, row.step_name, stamp))
     return runs, others
 
 

@@ -6,7 +6,14 @@ from collections.abc import Collection, Sequence
 from uuid import UUID
 
 from bulkops.storage import lifecycle
-from bulkops.storage.records import EventRecord, Fence, ProgressDelta, RowRecord, WaitOutcome
+from bulkops.storage.records import (
+    CompletedRun,
+    EventRecord,
+    Fence,
+    ProgressDelta,
+    RowRecord,
+    WaitOutcome,
+)
 from bulkops.storage.sql.bulk import (
     POSTGRES_RANGE_UPSERT,
     postgres_upsert,
@@ -44,11 +51,12 @@ async def save(
     delta: ProgressDelta,
     events: Sequence[EventRecord],
     fence: Fence | None,
+    completed: Sequence[CompletedRun] = (),
 ) -> OperationStatus | None:
     """``RowStore.save`` in one transaction (events are written when given)."""
     # Encode before taking the write lock so the lock is held for the SQL alone.
     runs, others = split_plain_runs(rows)
-    ranges = range_params("postgresql", operation_id, runs)
+    ranges = range_params("postgresql", operation_id, [*runs, *completed])
     upsert, params = postgres_upsert(operation_id, others) if others else ("", None)
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)

@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, RowMapping, Select, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.records import (
+    CompletedRun,
     EventRecord,
     Fence,
     Page,
@@ -90,18 +91,21 @@ class RowMethods(SqlBase):
         events: Sequence[EventRecord] = (),
         *,
         fence: Fence | None = None,
+        completed: Sequence[CompletedRun] = (),
     ) -> OperationStatus | None:
-        """Upsert row records, add ``delta`` and record ``events`` in one transaction;
-        see ``RowStore.save``."""
+        """Upsert row records and completed runs, add ``delta`` and record ``events`` in
+        one transaction; see ``RowStore.save``."""
         if any(row.operation_id != operation_id for row in rows):
             raise ValueError(f"every saved row must belong to operation {operation_id}")
         inside = events if self._events_here else ()
         if self._db.is_sqlite:
             status = await self._db.write_sqlite(
-                sqlite.save(operation_id, rows, delta, inside, fence)
+                sqlite.save(operation_id, rows, delta, inside, fence, completed)
             )
         else:
-            status = await postgres.save(self._db, operation_id, rows, delta, inside, fence)
+            status = await postgres.save(
+                self._db, operation_id, rows, delta, inside, fence, completed
+            )
         if status is not None and not self._events_here:
             await self._after_commit(events)
         return status

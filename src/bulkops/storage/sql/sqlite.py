@@ -14,6 +14,7 @@ from uuid import UUID
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
+    CompletedRun,
     EventRecord,
     Fence,
     OperationRecord,
@@ -61,11 +62,12 @@ def save(
     delta: ProgressDelta,
     events: Sequence[EventRecord],
     fence: Fence | None,
+    completed: Sequence[CompletedRun] = (),
 ) -> Callable[[sqlite3.Connection], OperationStatus | None]:
     """``RowStore.save`` as one transaction (events are written when given)."""
     key = str(operation_id)
     runs, others = split_plain_runs(rows)
-    ranges = range_params("sqlite", operation_id, runs)
+    ranges = range_params("sqlite", operation_id, [*runs, *completed])
     encoded = encode_rows("sqlite", operation_id, others)
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, key)

@@ -1,6 +1,6 @@
 // The operations list: newest first, filters kept in the URL (so a filtered view is a link),
 // paging, and a refresh every 2 s.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { get } from "../api.js";
 import { useCatalog } from "../catalog.js";
 import { count, time } from "../format.js";
@@ -32,6 +32,17 @@ function apiQuery(query) {
   };
 }
 
+// A text filter keeps what is being typed in its own state: the list's refresh every 2 s
+// re-renders the form, and a value bound to the address bar would wipe half-typed text.
+// The address bar's value is taken over when it changes (a link, "Clear filters").
+function TypedFilter({ id, committed, onCommit }) {
+  const [text, setText] = useState(committed);
+  useEffect(() => setText(committed), [committed]);
+  return html`<input id=${id} type="search" value=${text}
+    onInput=${(event) => setText(event.currentTarget.value)}
+    onChange=${(event) => onCommit(event.currentTarget.value)} />`;
+}
+
 function Filters({ query, onChange, operations }) {
   const value = (name) => query.get(name) ?? "";
   const change = (name) => (event) => onChange({ [name]: event.currentTarget.value });
@@ -52,7 +63,7 @@ function Filters({ query, onChange, operations }) {
     </div>
     <div class="field">
       <label for="filter-creator">Created by</label>
-      <input id="filter-creator" type="search" value=${value("createdBy")} onChange=${change("createdBy")} />
+      <${TypedFilter} id="filter-creator" committed=${value("createdBy")} onCommit=${(text) => onChange({ createdBy: text })} />
     </div>
     <div class="field">
       <label for="filter-from">Created from</label>
