@@ -114,7 +114,12 @@ class Runtime:
 
             if settings.migrate_on_start:
                 await asyncio.to_thread(migrate, url)
-            database = Database.from_url(url, sqlite_busy_timeout=settings.sqlite_busy_timeout)
+            database = Database.from_url(
+                url,
+                sqlite_busy_timeout=settings.sqlite_busy_timeout,
+                # A writer per operation (or chunk) processed at once, and room for reads.
+                pool_size=settings.worker_count + 4,
+            )
             if settings.event_store == "memory":
                 from bulkops.storage.memory import MemoryEventStore
 

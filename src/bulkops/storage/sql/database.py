@@ -171,11 +171,19 @@ def _enable_wal(cursor: Any) -> None:
         time.sleep(0.02)
 
 
-def engine_arguments(url: URL) -> dict[str, Any]:
-    """Keyword arguments for ``create_engine`` / ``create_async_engine`` for this URL."""
+def engine_arguments(url: URL, pool_size: int | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``create_engine`` / ``create_async_engine`` for this URL.
+
+    On PostgreSQL ``pool_size`` connections are kept open and as many again may be opened
+    under load; psycopg prepares a statement once it has run five times on a connection,
+    so the hot statements (row writes, counters, status reads) run prepared.
+    """
     if url.get_backend_name() == "sqlite":
         return {"connect_args": {"isolation_level": None}}
-    return {"pool_pre_ping": True}
+    arguments: dict[str, Any] = {"pool_pre_ping": True}
+    if pool_size is not None:
+        arguments.update(pool_size=pool_size, max_overflow=pool_size)
+    return arguments
 
 
 class _SqliteThread:
@@ -264,7 +272,12 @@ class Database:
 
     @classmethod
     def from_url(
-        cls, url: str, *, echo: bool = False, sqlite_busy_timeout: float | None = None
+        cls,
+        url: str,
+        *,
+        echo: bool = False,
+        sqlite_busy_timeout: float | None = None,
+        pool_size: int | None = None,
     ) -> Database:
         """Create the engine for a database URL (see ``parse_url``). Connects lazily.
 
@@ -273,9 +286,11 @@ class Database:
             echo: log every statement.
             sqlite_busy_timeout: seconds a SQLite statement waits for another process's
                 lock (default 30).
+            pool_size: PostgreSQL connections kept open (default: SQLAlchemy's 5).
         """
         parsed = parse_url(url, asynchronous=True)
-        engine = create_async_engine(parsed, echo=echo, **engine_arguments(parsed))
+        arguments = engine_arguments(parsed, pool_size)
+        engine = create_async_engine(parsed, echo=echo, **arguments)
         if parsed.get_backend_name() == "sqlite":
             busy = SQLITE_BUSY_TIMEOUT_MS
             if sqlite_busy_timeout is not None:
