@@ -51,6 +51,12 @@ def assert_each_row_ran_once_except(log: Path, rows: int, allowed: set[str]) -> 
     return twice
 
 
+def report(fault: str, *, stored: int, twice: int, **since: float) -> None:
+    """Print what a fault cost (shown with ``pytest -s``; the closing notes quote it)."""
+    timings = ", ".join(f"{name} {time.monotonic() - at:.1f} s" for name, at in since.items())
+    print(f"\nFAULT {fault}: rows stored before {stored}, run twice {twice}; {timings}")
+
+
 def event_messages(url: str, operation_id: str) -> list[str]:
     events = httpx.get(f"{url}/api/bulks/{operation_id}/events").json()
     return [f"{e['type']}: {e['message']}" for e in events]
@@ -79,6 +85,7 @@ def test_a_killed_serve_resumes_its_operation_when_started_again(
     assert 0 < len(stored) < ROWS
     assert status_of_db(tmp_path / "shared.db", operation_id) == "Running"
 
+    restarted = time.monotonic()
     _, url = serve(spawn, **settings)
     final = wait_terminal(url, operation_id, timeout=120)
 
@@ -89,7 +96,8 @@ def test_a_killed_serve_resumes_its_operation_when_started_again(
     )
     # Rows stored as final before the crash never ran again.
     not_final = {f"r{n}" for n in range(1, ROWS + 1)} - stored
-    assert_each_row_ran_once_except(log, ROWS, not_final)
+    twice = assert_each_row_ran_once_except(log, ROWS, not_final)
+    report("killed serve", stored=len(stored), twice=len(twice), restart_to_end=restarted)
     messages = event_messages(url, operation_id)
     assert messages[0].startswith("Created") and messages[-1].startswith("Completed")
     assert any("resumed after its worker stopped responding" in m for m in messages)
@@ -132,10 +140,13 @@ def test_a_killed_workers_operation_is_finished_by_another(
             )
         }
 
+    killed = time.monotonic()
     final = wait_terminal(url, operation_id, timeout=120)
 
     assert (final["status"], final["processedRows"]) == ("Completed", ROWS)
-    assert_each_row_ran_once_except(log, ROWS, {f"r{n}" for n in range(1, ROWS + 1)} - stored)
+    every = {f"r{n}" for n in range(1, ROWS + 1)}
+    twice = assert_each_row_ran_once_except(log, ROWS, every - stored)
+    report("killed worker", stored=len(stored), twice=len(twice), kill_to_end=killed)
     with psycopg.connect(empty_postgres_url) as db:
         (now_held_by,) = db.execute(
             "SELECT worker_id FROM operations WHERE id = %s", (operation_id,)
@@ -180,6 +191,7 @@ def test_a_database_outage_loses_nothing_and_reruns_nothing(
         ).fetchone()
     assert stored == rows  # every row recorded once
     assert not any("resumed" in m for m in messages)  # the holder rode the outage out
+    report("postgres outage 8 s", stored=stored, twice=0, outage_to_end=down_at)
 
 
 def test_sqlite_locked_by_another_process_pauses_and_loses_nothing(
@@ -213,3 +225,4 @@ def test_sqlite_locked_by_another_process_pauses_and_loses_nothing(
     final = wait_terminal(url, operation_id, timeout=120)
     assert (final["status"], final["processedRows"]) == ("Completed", 800)
     assert_each_row_ran_once_except(log, 800, set())
+    report("sqlite locked", stored=final["processedRows"], twice=0)
