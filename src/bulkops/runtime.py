@@ -18,6 +18,7 @@ from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
 from bulkops.engine.scheduler import NullScheduler, Scheduler, SchedulerConfig, WorkScheduler
 from bulkops.engine.signals import SignalHub, SignalService
+from bulkops.observability.metrics import Metrics
 from bulkops.service import (
     CatalogService,
     CommandService,
@@ -70,6 +71,7 @@ class Runtime:
     """Everything one bulkops process runs on, wired together."""
 
     settings: Settings
+    metrics: Metrics
     registry: Registry
     stores: Stores
     scheduler: Scheduler
@@ -91,8 +93,14 @@ class Runtime:
         registry: Registry,
         *,
         role: Role,
+        metrics: Metrics | None = None,
     ) -> Runtime:
-        """Connect storage (applying migrations unless disabled) and build the services."""
+        """Connect storage (applying migrations unless disabled) and build the services.
+
+        ``metrics`` receives what the engine and the services measure (a new one when
+        not given).
+        """
+        metrics = metrics or Metrics()
         database = None
         url = settings.database_url
         operations: OperationStore
@@ -146,10 +154,11 @@ class Runtime:
             wakeups=wakeups,
         )
         hub = SignalHub()
-        signals = SignalService(rows, hub, stores.wakeups)
-        scheduler = cls._scheduler(settings, registry, stores, role, hub)
+        signals = SignalService(rows, hub, stores.wakeups, metrics)
+        scheduler = cls._scheduler(settings, registry, stores, role, hub, metrics)
         return cls(
             settings=settings,
+            metrics=metrics,
             registry=registry,
             stores=stores,
             scheduler=scheduler,
@@ -182,7 +191,12 @@ class Runtime:
 
     @staticmethod
     def _scheduler(
-        settings: Settings, registry: Registry, stores: Stores, role: Role, hub: SignalHub
+        settings: Settings,
+        registry: Registry,
+        stores: Stores,
+        role: Role,
+        hub: SignalHub,
+        metrics: Metrics,
     ) -> Scheduler:
         if role == "api":
             return NullScheduler(stores.wakeups)
@@ -201,6 +215,7 @@ class Runtime:
                 chunk_rows=settings.chunk_rows,
             ),
             hub,
+            metrics,
         )
         return WorkScheduler(
             processor,

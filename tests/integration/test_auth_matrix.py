@@ -91,7 +91,7 @@ async def test_every_route_is_guarded_by_read_or_operate(make_client: ClientFact
 
 async def test_unknown_paths_and_methods_are_guarded_too(make_client: ClientFactory) -> None:
     client = await make_client(auth_tokens=json.dumps({READ_TOKEN: "read"}))
-    # A route added later (e.g. GET /metrics) is a read; any other verb an operation.
-    assert (await client.get("/metrics")).status_code == 401
-    assert (await client.get("/metrics", headers=bearer(READ_TOKEN))).status_code == 404
+    # A route added later (e.g. GET /stats) is a read; any other verb an operation.
+    assert (await client.get("/stats")).status_code == 401
+    assert (await client.get("/stats", headers=bearer(READ_TOKEN))).status_code == 404
     assert (await client.delete("/api/bulks", headers=bearer(READ_TOKEN))).status_code == 403

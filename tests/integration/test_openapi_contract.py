@@ -9,7 +9,7 @@ import pytest
 
 from tests.integration.conftest import create_ok, wait_status
 
-OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks
+OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks and metrics
     "getOperations",
     "getOperationTemplate",
     "getBulks",
@@ -32,6 +32,7 @@ OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks
     "getBulkEvents",
     "getLiveness",
     "getReadiness",
+    "getMetrics",
 }
 
 

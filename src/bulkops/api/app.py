@@ -12,10 +12,13 @@ from bulkops.api.auth import AccessControl, UserResolver
 from bulkops.api.auth.middleware import OPENAPI_URL, AccessMiddleware
 from bulkops.api.errors import install_error_handlers
 from bulkops.api.openapi import install_openapi
+from bulkops.api.request_metrics import RequestMetricsMiddleware
 from bulkops.api.routes import bulks, events, export, health, retry, signals
+from bulkops.api.routes import metrics as metrics_routes
 from bulkops.api.routes import operations as discovery
 from bulkops.dashboard import dashboard_router
 from bulkops.definition.operation import OperationDefinition
+from bulkops.observability.metrics import Metrics
 from bulkops.runtime import Runtime, build_registry
 from bulkops.settings import Settings
 
@@ -47,10 +50,11 @@ def create_app(
     settings = settings or Settings()
     registry = build_registry(operations, settings)
     access = AccessControl.from_settings(settings, user_resolver=user_resolver)
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings, registry, role=settings.role)
+        runtime = await Runtime.open(settings, registry, role=settings.role, metrics=metrics)
         app.state.runtime = runtime
         app.state.signals = runtime.signals  # the programmatic SignalService
         try:
@@ -71,12 +75,14 @@ def create_app(
     )
     app.state.access = access
     install_error_handlers(app)
-    for routes in (discovery, bulks, export, retry, signals, events, health):
+    for routes in (discovery, bulks, export, retry, signals, events, health, metrics_routes):
         app.include_router(routes.router)
     app.include_router(dashboard_router())
     install_openapi(app, registry, access)
     if access.enabled:
         app.add_middleware(AccessMiddleware, access=access)
+    # Outside access control, so refused requests (401, 403) are counted too.
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     if settings.cors_origins:
         # Added last, so it wraps access control: preflights and 401s carry CORS headers.
         app.add_middleware(

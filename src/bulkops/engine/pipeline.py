@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -18,6 +19,7 @@ from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.rows import RowBasics
 from bulkops.engine.signals import SignalHub, SignalWatch, scoped_key
 from bulkops.formats import RawRow
+from bulkops.observability.metrics import Metrics
 from bulkops.storage import lifecycle
 from bulkops.storage.ports import RowStore
 from bulkops.storage.records import Fence, ProgressDelta, RowRecord, WaitOutcome
@@ -82,9 +84,11 @@ class PipelineRunner(RowBasics):
         retry: StorageRetry,
         signal_poll_interval: float,
         retry_delay: float,
+        metrics: Metrics | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        self._metrics = metrics or Metrics()
         self._rows = rows
         self._fence = fence
         self._storage = retry
@@ -105,7 +109,9 @@ class PipelineRunner(RowBasics):
             if record.steps[step.index].state is RowState.COMPLETED:
                 continue
             record.step_index, record.step_name = step.index, step.name
+            started = time.perf_counter()
             failure = await self._run_step(record, bound, row)
+            self._metrics.step_took(self.definition.name, step.name, time.perf_counter() - started)
             if failure is not None:
                 return self._fail(record, step, *failure)
         record.state = RowState.COMPLETED

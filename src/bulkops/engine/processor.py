@@ -19,6 +19,7 @@ from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
 from bulkops.engine.signals import SignalHub
 from bulkops.errors import IllegalTransition
 from bulkops.formats import FileFormat, RowCount, count_chunks, read_rows
+from bulkops.observability.metrics import Metrics
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
 from bulkops.storage.ports import (
@@ -78,11 +79,13 @@ class Processor:
         stores: Stores,
         config: ProcessorConfig,
         hub: SignalHub | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.registry = registry
         self.stores = stores
         self.config = config
         self.hub = hub or SignalHub()
+        self.metrics = metrics or Metrics()
         self.retry = StorageRetry(config.storage_retry_timeout)
         self.gate = RateGate(stores.limits, self.retry)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from bulkops.clock import utcnow
 from bulkops.definition.operation import PROCESS_STEP
 from bulkops.engine.persistence import StorageRetry
+from bulkops.observability.metrics import Metrics
 from bulkops.storage.lifecycle import row_failed_event
 from bulkops.storage.ports import RowStore
 from bulkops.storage.records import (
@@ -51,7 +53,9 @@ class RowRecorder:
         retry: StorageRetry,
         on_status: Callable[[OperationStatus | None], None],
         on_failure: Callable[[BaseException], None],
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or Metrics()
         self._operation = operation
         self._rows = rows
         self._fence = fence
@@ -168,6 +172,7 @@ class RowRecorder:
         delta, failures = self._tally(batch)
         delta = ProgressDelta(delta.processed + counted, delta.successful + counted, delta.failed)
         completed = [CompletedRun(first, last, PROCESS_STEP, at) for first, last, at in runs]
+        started = time.perf_counter()
         # A cancellation of this task must not tear a write whose batch left the buffer.
         status = await asyncio.shield(
             self._retry.call(
@@ -180,8 +185,10 @@ class RowRecorder:
                 completed=completed,
             )
         )
+        self._metrics.write_took(time.perf_counter() - started)
         if status is not None:
             self.failed_written += delta.failed
+            self._metrics.rows_done(self._operation.operation_name, delta.successful, delta.failed)
         self._on_status(status)
 
     def _tally(self, batch: list[RowRecord]) -> tuple[ProgressDelta, list[EventRecord]]:

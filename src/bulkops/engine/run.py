@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from datetime import datetime
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from bulkops.definition.conversion import convert
@@ -89,6 +90,7 @@ class Run:
             retry=self._retry,
             on_status=self._stored_status,
             on_failure=lambda _: self.stop(StopReason.STORAGE),
+            metrics=processor.metrics,
         )
 
     def stop(self, reason: StopReason) -> None:
@@ -211,6 +213,7 @@ class Run:
             retry=self._retry,
             signal_poll_interval=self._config.signal_poll_interval,
             retry_delay=self._config.step_retry_delay,
+            metrics=self._p.metrics,
         )
 
     def _add(self, record: RowRecord) -> None:
@@ -233,17 +236,21 @@ class Run:
     async def _run_sequential(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
         recorder = self._recorder
         fresh = runner if isinstance(runner, RowRunner) and runner.plain else None
+        took, name, clock = self._p.metrics.row_took, self.record.operation_name, perf_counter
         async for batch in rows:
             for raw, existing in batch:
+                started = clock()
                 if fresh is not None and existing is None:
                     # The hot path: a completed row becomes a number in a run, no record.
                     done = await fresh.run_fresh(raw)
+                    took(name, clock() - started)
                     if isinstance(done, datetime):
                         recorder.add_completed(raw.number, done)
                         continue
                     self._add(done)
                 else:
                     self._add(await runner.run(raw, existing))
+                    took(name, clock() - started)
                 if self._over_budget():
                     return  # no further row starts
             if recorder.full:
@@ -251,7 +258,14 @@ class Run:
             await asyncio.sleep(0)  # let HTTP requests and other operations in
 
     async def _run_window(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
-        window = Window(self._config.max_row_concurrency, self._slots, self._add, self._recorder)
+        name, metrics = self.record.operation_name, self._p.metrics
+        window = Window(
+            self._config.max_row_concurrency,
+            self._slots,
+            self._add,
+            self._recorder,
+            timer=lambda seconds: metrics.row_took(name, seconds),
+        )
         try:
             async for batch in rows:
                 for raw, existing in batch:

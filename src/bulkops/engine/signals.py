@@ -14,6 +14,7 @@ from uuid import UUID
 
 from bulkops.clock import utcnow
 from bulkops.errors import StorageError
+from bulkops.observability.metrics import Metrics
 from bulkops.storage.ports import RowStore, WakeUps
 from bulkops.storage.records import RowRecord, WaitOutcome
 from bulkops.storage.states import ErrorType, RowState
@@ -79,10 +80,17 @@ class SignalResult:
 class SignalService:
     """Signal waiting rows, by full key (programmatic) or by user key (HTTP)."""
 
-    def __init__(self, rows: RowStore, hub: SignalHub, wakeups: WakeUps | None = None) -> None:
+    def __init__(
+        self,
+        rows: RowStore,
+        hub: SignalHub,
+        wakeups: WakeUps | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._rows = rows
         self._hub = hub
         self._wakeups = wakeups or NoWakeUps()
+        self._metrics = metrics or Metrics()
 
     async def _resolve(
         self, row: RowRecord, succeeded: bool, message: str | None
@@ -99,6 +107,7 @@ class SignalService:
         )
         if resolved is None:
             return None
+        self._metrics.signal("success" if succeeded else "failure")
         woken = row.signal_key is not None and self._hub.wake(row.signal_key, resolved)
         if not woken and row.signal_key is not None:
             await self._wakeups.announce_signal(row.signal_key)  # its worker is elsewhere
@@ -113,6 +122,7 @@ class SignalService:
         for _ in range(10):  # another signal may take the first row between look-up and write
             row = await self._rows.find_waiting(operation_id, prefix)
             if row is None:
+                self._metrics.signal("unmatched")
                 return None
             result = await self._resolve(row, succeeded, message)
             if result is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -60,7 +61,9 @@ class Window:
         slots: Slots | None,
         add: Callable[[RowRecord], None],
         recorder: RowRecorder,
+        timer: Callable[[float], None] | None = None,
     ) -> None:
+        self._timer = timer  # told how long each piece of work took
         self._backlog = 2 * limit
         self._slots = slots or Slots(limit)
         self._add = add
@@ -87,10 +90,13 @@ class Window:
             await self._recorder.wait_room()
 
     async def _holding_a_slot(self, work: Coroutine[Any, Any, Result]) -> Result:
+        started = time.perf_counter()
         try:
             return await work
         finally:
             self._slots.give()
+            if self._timer is not None:
+                self._timer(time.perf_counter() - started)
 
     def _take(self, task: asyncio.Task[Result]) -> None:
         self._in_flight.discard(task)

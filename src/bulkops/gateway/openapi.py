@@ -24,6 +24,9 @@ SOURCE_PARAMETER: dict[str, Any] = {
     "description": "Gateway only: list the operations of this backend alone, paged natively.",
 }
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+# Routes of an instance about the instance itself: a gateway does not serve them (scrape
+# each backend's /metrics).
+INSTANCE_ONLY = ("/metrics",)
 # The submission forms, whose ``oneOf`` holds one variant per operation a service runs.
 SUBMISSION_PATHS = ("/api/bulks", "/api/bulks/validate")
 
@@ -50,6 +53,8 @@ def gateway_description(backend_documents: list[dict[str, Any]] | None = None) -
     forms offer the operations those backends serve, instead of this installation's own.
     """
     document = instance_description()
+    for path in INSTANCE_ONLY:
+        document["paths"].pop(path, None)
     if backend_documents is not None:
         _offer_backend_operations(document, backend_documents)
     descriptor = document["components"]["schemas"]["OperationDescriptor"]

@@ -186,6 +186,13 @@ class MemoryStore:
         waiting = (r for r in self._operations.values() if _claimable(r))
         return [_copy_operation(r) for r in _oldest_first(waiting)[: max(limit, 0)]]
 
+    async def status_counts(self) -> dict[OperationStatus, int]:
+        """Operations per status."""
+        counts: dict[OperationStatus, int] = {}
+        for record in self._operations.values():
+            counts[record.status] = counts.get(record.status, 0) + 1
+        return counts
+
     async def abandoned(self, stale_before: datetime, limit: int) -> Sequence[OperationRecord]:
         """Held operations whose heartbeat is older than ``stale_before``."""
         found = [

@@ -70,6 +70,9 @@ class OperationStore(Protocol):
         """Up to ``limit`` operations a worker may claim, oldest first: Pending ones, and
         Retrying ones nobody holds."""
 
+    async def status_counts(self) -> dict[OperationStatus, int]:
+        """How many operations are in each status (statuses with none are left out)."""
+
     async def abandoned(self, stale_before: datetime, limit: int) -> Sequence[OperationRecord]:
         """Up to ``limit`` held operations (Running or Retrying, with a worker) whose
         heartbeat is older than ``stale_before``, oldest heartbeat first."""

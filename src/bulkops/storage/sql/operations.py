@@ -116,6 +116,13 @@ class OperationMethods(SqlBase):
         stmt = select(operations).where(_CLAIMABLE).order_by(_o.created_at, _o.id).limit(limit)
         return await self._select(stmt)
 
+    async def status_counts(self) -> dict[OperationStatus, int]:
+        """Operations per status (read from the status index)."""
+        stmt = select(_o.status, func.count()).group_by(_o.status)
+        async with self._db.read() as conn:
+            found = (await conn.execute(stmt)).all()
+        return {OperationStatus(status): int(count) for status, count in found}
+
     async def abandoned(self, stale_before: datetime, limit: int) -> Sequence[OperationRecord]:
         """Held operations whose heartbeat is older than ``stale_before``."""
         if limit < 1:
