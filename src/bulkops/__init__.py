@@ -7,7 +7,9 @@ services behind one address with ``bulkops gateway`` or ``create_gateway``.
 
 from __future__ import annotations
 
-from bulkops.api.app import create_app
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from bulkops.definition.models import Metadata, Row
 from bulkops.definition.operation import (
     BatchOperation,
@@ -16,12 +18,35 @@ from bulkops.definition.operation import (
     operation,
 )
 from bulkops.definition.steps import PollingStep, SignalStep, Step, polling_step, signal_step, step
-from bulkops.engine.signals import SignalService
 from bulkops.errors import BulkOpsError, ValidationError
-from bulkops.gateway import GatewaySettings, create_gateway
 from bulkops.settings import Settings
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
-from bulkops.worker import Worker
+
+if TYPE_CHECKING:
+    from bulkops.api.app import create_app
+    from bulkops.engine.signals import SignalService
+    from bulkops.gateway import GatewaySettings, create_gateway
+    from bulkops.worker import Worker
+
+# The serving side (FastAPI, SQLAlchemy, the engine) is imported on first use, so the
+# command-line client and ``bulkops.client`` start fast.
+_LAZY = {
+    "create_app": "bulkops.api.app",
+    "SignalService": "bulkops.engine.signals",
+    "GatewaySettings": "bulkops.gateway",
+    "create_gateway": "bulkops.gateway",
+    "Worker": "bulkops.worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bulkops' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,5 @@
-"""The ``bulkops`` command: serve, worker, migrate.
+"""The ``bulkops`` command: serve, worker, migrate, gateway, and the client commands
+(``bulkops.cli.client``).
 
 Every setting of ``bulkops.Settings`` is also a flag of ``serve`` and ``worker``; the flags
 are generated from the settings model so the two never drift apart.
@@ -18,6 +19,7 @@ from typing import Any
 import pydantic
 import typer
 
+from bulkops.cli import client as client_commands
 from bulkops.cli.gateway import gateway
 from bulkops.errors import BulkOpsError
 from bulkops.settings import Settings
@@ -27,8 +29,10 @@ app = typer.Typer(
     help="Bulk operations as a service: upload a file, process every row, track each one.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals may hold tokens
 )
 app.command()(gateway)
+client_commands.register(app)
 log = logging.getLogger("bulkops")
 
 _CLI_TYPES: dict[Any, Any] = {

@@ -1,0 +1,495 @@
+"""``AsyncClient``: every route of the API, and the helpers built on them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, TypeVar
+from uuid import UUID
+
+import httpx
+import stamina
+from pydantic import BaseModel, TypeAdapter
+
+from bulkops.client.errors import ApiError
+from bulkops.client.models import (
+    CreateResult,
+    Event,
+    Health,
+    Operation,
+    OperationDescriptor,
+    Page,
+    RetryEligibility,
+    RetryHistoryItem,
+    RetryResult,
+    RowError,
+    RowProgress,
+    SignalResult,
+    StatusView,
+    ValidationResult,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+MEDIA_TYPES = {
+    ".csv": "text/csv",
+    ".json": "application/json",
+    ".jsonl": "application/x-ndjson",
+    ".ndjson": "application/x-ndjson",
+}
+M = TypeVar("M", bound=BaseModel)
+FileInput = str | Path | IO[bytes]
+Metadata = Mapping[str, Any] | BaseModel | None
+ProgressCallback = Callable[[StatusView], Any]
+
+_EVENTS = TypeAdapter(list[Event])
+_DESCRIPTORS = TypeAdapter(list[OperationDescriptor])
+
+
+def _query(**values: Any) -> dict[str, Any]:
+    """Query parameters, leaving out those not given."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _metadata_json(metadata: Metadata) -> str:
+    if metadata is None:
+        return "{}"
+    if isinstance(metadata, BaseModel):
+        return metadata.model_dump_json(by_alias=True)
+    return json.dumps(dict(metadata))
+
+
+class AsyncClient:
+    """The bulkops HTTP API for async code. Use as an async context manager.
+
+    Args:
+        url: The service (or gateway) base URL.
+        token: A bearer token, sent with every request.
+        timeout: Seconds for each request.
+        transport: An httpx transport (e.g. ``httpx.ASGITransport(app=app)`` in tests).
+        retries: Attempts of a read (GET) that meets a connection error; writes are sent
+            once, so a create never runs twice by accident (pass an idempotency key).
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        timeout: float = 30.0,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retries: int = 3,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self._retries = max(1, retries)
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    # --- the request layer ----------------------------------------------------------------
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; a read is retried on connection errors. Raises ApiError."""
+        attempts = self._retries if method == "GET" else 1
+        try:
+            async for attempt in stamina.retry_context(
+                on=httpx.TransportError, attempts=attempts, wait_initial=0.1, wait_max=2.0
+            ):
+                with attempt:
+                    response = await self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiError(
+                0, None, f"Cannot reach {self.url}: {exc or type(exc).__name__}"
+            ) from exc
+        if response.status_code >= 400:
+            raise _api_error(response)
+        return response
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return (await self._send(method, path, **kwargs)).json()
+
+    async def _model(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
+        return model.model_validate(await self._json(method, path, **kwargs))
+
+    async def _stream_to(self, path: str, params: dict[str, Any], out: IO[bytes]) -> int:
+        """Stream a GET answer's body into ``out``; returns the bytes written."""
+        try:
+            async with self._http.stream("GET", path, params=params) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _api_error(response)
+                written = 0
+                async for chunk in response.aiter_bytes():
+                    out.write(chunk)
+                    written += len(chunk)
+                return written
+        except httpx.TransportError as exc:
+            raise ApiError(
+                0, None, f"Cannot reach {self.url}: {exc or type(exc).__name__}"
+            ) from exc
+
+    # --- discovery --------------------------------------------------------------------------
+
+    async def get_operations(self) -> list[OperationDescriptor]:
+        """The registered operations and their input shape."""
+        return _DESCRIPTORS.validate_python(await self._json("GET", "/api/operations"))
+
+    async def get_operation_template(self, name: str) -> str:
+        """The CSV header template of an operation."""
+        return (await self._send("GET", f"/api/operations/{name}/template")).text
+
+    # --- operations -------------------------------------------------------------------------
+
+    async def create_bulk(
+        self,
+        operation_name: str,
+        file: FileInput,
+        metadata: Metadata = None,
+        *,
+        column_map: Mapping[str, str] | None = None,
+        notifications: Mapping[str, Any] | None = None,
+        created_by: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> CreateResult:
+        """Upload a file and create an operation (``POST /api/bulks``)."""
+        data = {"operationName": operation_name, "metadata": _metadata_json(metadata)}
+        if column_map is not None:
+            data["columnMap"] = json.dumps(dict(column_map))
+        if notifications is not None:
+            data["notifications"] = json.dumps(dict(notifications))
+        if created_by is not None:
+            data["createdBy"] = created_by
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        with _FilePart(file) as part:
+            return await self._model(
+                CreateResult, "POST", "/api/bulks", data=data, files={"file": part}, headers=headers
+            )
+
+    async def validate_bulk(
+        self,
+        operation_name: str,
+        file: FileInput,
+        metadata: Metadata = None,
+        *,
+        column_map: Mapping[str, str] | None = None,
+    ) -> ValidationResult:
+        """Check a submission without creating anything; an invalid one is a result with
+        ``valid`` False, not an error."""
+        data = {"operationName": operation_name, "metadata": _metadata_json(metadata)}
+        if column_map is not None:
+            data["columnMap"] = json.dumps(dict(column_map))
+        with _FilePart(file) as part:
+            try:
+                body = await self._json(
+                    "POST", "/api/bulks/validate", data=data, files={"file": part}
+                )
+            except ApiError as exc:
+                if exc.status_code == 422 and isinstance(exc.body, dict) and "valid" in exc.body:
+                    return ValidationResult.model_validate(exc.body)
+                raise
+        return ValidationResult.model_validate(body)
+
+    async def get_bulks(
+        self,
+        *,
+        page: int | None = None,
+        page_size: int | None = None,
+        operation_name: str | None = None,
+        status: str | None = None,
+        created_by: str | None = None,
+        from_: str | None = None,
+        to: str | None = None,
+        source: str | None = None,
+    ) -> Page[Operation]:
+        """A page of operations, newest first (``source`` only through a gateway)."""
+        params = _query(
+            page=page,
+            pageSize=page_size,
+            operationName=operation_name,
+            status=status,
+            createdBy=created_by,
+            to=to,
+            source=source,
+        )
+        if from_ is not None:
+            params["from"] = from_
+        return await self._model(Page[Operation], "GET", "/api/bulks", params=params)
+
+    async def get_bulk(self, id: UUID | str) -> Operation:
+        """One operation's detail."""
+        return await self._model(Operation, "GET", f"/api/bulks/{id}")
+
+    async def get_bulk_status(self, id: UUID | str) -> StatusView:
+        """Status and progress."""
+        return await self._model(StatusView, "GET", f"/api/bulks/{id}/status")
+
+    async def get_bulk_errors(
+        self,
+        id: UUID | str,
+        *,
+        page: int | None = None,
+        page_size: int | None = None,
+        error_type: str | None = None,
+        row_number: int | None = None,
+        after: int | None = None,
+    ) -> Page[RowError]:
+        """A page of failed rows (``after``: keyset paging from a ``next_after``)."""
+        params = _query(
+            page=page, pageSize=page_size, errorType=error_type, rowNumber=row_number, after=after
+        )
+        return await self._model(Page[RowError], "GET", f"/api/bulks/{id}/errors", params=params)
+
+    async def get_bulk_rows(
+        self,
+        id: UUID | str,
+        *,
+        page: int | None = None,
+        page_size: int | None = None,
+        state: str | None = None,
+        step_name: str | None = None,
+        after: int | None = None,
+    ) -> Page[RowProgress]:
+        """A page of rows with their steps (``after``: keyset paging)."""
+        params = _query(page=page, pageSize=page_size, state=state, stepName=step_name, after=after)
+        return await self._model(Page[RowProgress], "GET", f"/api/bulks/{id}/rows", params=params)
+
+    async def get_bulk_file(self, id: UUID | str, out: IO[bytes]) -> int:
+        """Stream the original file into ``out``; returns its size."""
+        return await self._stream_to(f"/api/bulks/{id}/file", {}, out)
+
+    async def export_bulk(
+        self,
+        id: UUID | str,
+        out: IO[bytes],
+        *,
+        mode: str = "report",
+        format: str = "csv",
+        state: str | None = None,
+        error_type: str | None = None,
+        step_name: str | None = None,
+    ) -> int:
+        """Stream an export (``mode`` report or data; ``format`` csv, json or jsonl) into
+        ``out``; returns the bytes written."""
+        params = _query(
+            mode=mode, format=format, state=state, errorType=error_type, stepName=step_name
+        )
+        return await self._stream_to(f"/api/bulks/{id}/export", params, out)
+
+    async def cancel_bulk(self, id: UUID | str) -> StatusView:
+        """Cancel; 409 (ApiError) when it already finished."""
+        return await self._model(StatusView, "POST", f"/api/bulks/{id}/cancel")
+
+    # --- retry ------------------------------------------------------------------------------
+
+    async def get_retry_eligibility(self, id: UUID | str) -> RetryEligibility:
+        """Whether the failed rows can be retried, and why not."""
+        return await self._model(RetryEligibility, "GET", f"/api/bulks/{id}/retry/eligibility")
+
+    async def retry_bulk(self, id: UUID | str) -> RetryResult:
+        """Retry every failed row; 409 (ApiError, with ``reason``) when refused."""
+        return await self._model(RetryResult, "POST", f"/api/bulks/{id}/retry")
+
+    async def retry_bulk_rows(self, id: UUID | str, row_numbers: list[int]) -> RetryResult:
+        """Retry the chosen failed rows."""
+        body = {"rowNumbers": list(row_numbers)}
+        return await self._model(RetryResult, "POST", f"/api/bulks/{id}/retry/rows", json=body)
+
+    async def get_retry_history(
+        self,
+        id: UUID | str,
+        *,
+        row_number: int | None = None,
+        page: int | None = None,
+        page_size: int | None = None,
+    ) -> Page[RetryHistoryItem]:
+        """Earlier failures of retried rows."""
+        params = _query(rowNumber=row_number, page=page, pageSize=page_size)
+        return await self._model(
+            Page[RetryHistoryItem], "GET", f"/api/bulks/{id}/retry/history", params=params
+        )
+
+    # --- signals ----------------------------------------------------------------------------
+
+    async def signal_step(self, id: UUID | str, key: str) -> SignalResult:
+        """Complete the first row waiting under ``key`` (404 ApiError when none waits)."""
+        path = f"/api/bulks/{id}/signal/{_segment(key)}"
+        return await self._model(SignalResult, "POST", path)
+
+    async def fail_step(self, id: UUID | str, key: str, error_message: str) -> SignalResult:
+        """Fail the first row waiting under ``key`` with ``error_message``."""
+        path = f"/api/bulks/{id}/signal/{_segment(key)}/fail"
+        body = {"errorMessage": error_message}
+        return await self._model(SignalResult, "POST", path, json=body)
+
+    # --- events and health -----------------------------------------------------------------
+
+    async def get_events(
+        self, *, since: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """The event feed across operations, oldest first (``since``: exclusive cursor)."""
+        params = _query(since=since, limit=limit)
+        return _EVENTS.validate_python(await self._json("GET", "/api/events", params=params))
+
+    async def get_bulk_events(
+        self, id: UUID | str, *, since: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """One operation's events, oldest first."""
+        params = _query(since=since, limit=limit)
+        body = await self._json("GET", f"/api/bulks/{id}/events", params=params)
+        return _EVENTS.validate_python(body)
+
+    async def get_liveness(self) -> Health:
+        """The process is up."""
+        return await self._model(Health, "GET", "/health/live")
+
+    async def get_readiness(self) -> Health:
+        """Storage is reachable (503 ApiError when not)."""
+        return await self._model(Health, "GET", "/health/ready")
+
+    async def get_metrics(self) -> str:
+        """The Prometheus text of the process reached."""
+        return (await self._send("GET", "/metrics")).text
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        operation: str,
+        file: FileInput,
+        metadata: Metadata = None,
+        *,
+        column_map: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> UUID:
+        """Create an operation from a file; returns its id."""
+        created = await self.create_bulk(
+            operation, file, metadata, column_map=column_map, idempotency_key=idempotency_key
+        )
+        return created.operation_id
+
+    async def wait(
+        self,
+        id: UUID | str,
+        *,
+        poll_interval: float = 2.0,
+        on_progress: ProgressCallback | None = None,
+    ) -> StatusView:
+        """Poll the status until it is final; ``on_progress`` sees every status read (it
+        may be a coroutine function). Returns the final status."""
+        while True:
+            status = await self.get_bulk_status(id)
+            if on_progress is not None:
+                outcome = on_progress(status)
+                if isinstance(outcome, Awaitable):
+                    await outcome
+            if status.finished:
+                return status
+            await asyncio.sleep(poll_interval)
+
+    async def iter_errors(
+        self, id: UUID | str, *, page_size: int = 100, error_type: str | None = None
+    ) -> AsyncIterator[RowError]:
+        """Every failed row, by row number (keyset paging: stable however many there are)."""
+        after: int | None = 0
+        while after is not None:
+            found = await self.get_bulk_errors(
+                id, page_size=page_size, error_type=error_type, after=after
+            )
+            for row in found.items:
+                yield row
+            after = found.next_after
+
+    async def iter_rows(
+        self, id: UUID | str, *, page_size: int = 100, state: str | None = None
+    ) -> AsyncIterator[RowProgress]:
+        """Every row (or those in ``state``), by row number."""
+        after: int | None = 0
+        while after is not None:
+            found = await self.get_bulk_rows(id, page_size=page_size, state=state, after=after)
+            for row in found.items:
+                yield row
+            after = found.next_after
+
+    async def follow_events(
+        self,
+        since: int | None = None,
+        *,
+        operation_id: UUID | str | None = None,
+        poll_interval: float = 1.0,
+        limit: int = 100,
+    ) -> AsyncIterator[Event]:
+        """The event feed as it grows, forever (break out of the loop to stop).
+
+        From ``since`` (exclusive) when given; else the newest ``limit`` events first, whose
+        last sequence becomes the cursor. The cursor moves with every event yielded, so a
+        new call with the last ``sequence`` seen resumes without gaps or repeats.
+        """
+        cursor = since
+        while True:
+            if operation_id is not None:
+                found = await self.get_bulk_events(operation_id, since=cursor, limit=limit)
+            else:
+                found = await self.get_events(since=cursor, limit=limit)
+            for event in found:
+                cursor = event.sequence
+                yield event
+            if cursor is None:
+                cursor = 0  # an empty feed: everything from now on is new
+            if len(found) < limit:
+                await asyncio.sleep(poll_interval)
+
+
+def _segment(key: str) -> str:
+    from urllib.parse import quote
+
+    return quote(key, safe="")
+
+
+def _api_error(response: httpx.Response) -> ApiError:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    return ApiError(response.status_code, body)
+
+
+class _FilePart:
+    """The ``file`` form part: (name, file object, media type); opens a path and closes it."""
+
+    def __init__(self, file: FileInput) -> None:
+        self._file = file
+        self._opened: IO[bytes] | None = None
+
+    def __enter__(self) -> tuple[str, IO[bytes], str]:
+        handle: IO[bytes]
+        if isinstance(self._file, str | Path):
+            path = Path(self._file)
+            self._opened = handle = path.open("rb")
+            name = path.name
+        else:
+            handle = self._file
+            name = Path(str(getattr(handle, "name", "upload.csv"))).name
+        media = MEDIA_TYPES.get(Path(name).suffix.lower(), "application/octet-stream")
+        return name, handle, media
+
+    def __exit__(self, *_: object) -> None:
+        if self._opened is not None:
+            self._opened.close()

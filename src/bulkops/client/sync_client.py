@@ -1,0 +1,238 @@
+"""``Client``: the same API for code that is not async, driving an ``AsyncClient``.
+
+Every method runs the ``AsyncClient`` method of the same name on a private event loop, so
+the two never drift apart. Inside async code use ``AsyncClient`` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from types import TracebackType
+from typing import IO, Any, TypeVar
+from uuid import UUID
+
+import httpx
+
+from bulkops.client.async_client import (
+    DEFAULT_URL,
+    AsyncClient,
+    FileInput,
+    Metadata,
+    ProgressCallback,
+)
+from bulkops.client.models import (
+    CreateResult,
+    Event,
+    Health,
+    Operation,
+    OperationDescriptor,
+    Page,
+    RetryEligibility,
+    RetryHistoryItem,
+    RetryResult,
+    RowError,
+    RowProgress,
+    SignalResult,
+    StatusView,
+    ValidationResult,
+)
+
+T = TypeVar("T")
+
+
+class Client:
+    """The bulkops HTTP API for synchronous code; a context manager.
+
+    Takes the arguments of ``AsyncClient`` (``url``, ``token``, ``timeout``, ``retries``;
+    ``transport`` is an async httpx transport). Methods are those of ``AsyncClient``.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        timeout: float = 30.0,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retries: int = 3,
+    ) -> None:
+        self._runner = asyncio.Runner()
+        self._async = self._runner.run(
+            _make(url, token, timeout, transport=transport, retries=retries)
+        )
+        self.url = self._async.url
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections and the private event loop."""
+        try:
+            self._runner.run(self._async.aclose())
+        finally:
+            self._runner.close()
+
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        return self._runner.run(work)
+
+    def _iterate(self, source: AsyncIterator[T]) -> Iterator[T]:
+        try:
+            while True:
+                try:
+                    yield self._run(anext(source))  # type: ignore[arg-type]
+                except StopAsyncIteration:
+                    return
+        finally:
+            closing = getattr(source, "aclose", None)
+            if closing is not None:
+                self._run(closing())
+
+    # One line per route: the AsyncClient method of the same name does the work.
+
+    def get_operations(self) -> list[OperationDescriptor]:
+        """See ``AsyncClient.get_operations``."""
+        return self._run(self._async.get_operations())
+
+    def get_operation_template(self, name: str) -> str:
+        """See ``AsyncClient.get_operation_template``."""
+        return self._run(self._async.get_operation_template(name))
+
+    def create_bulk(
+        self, operation_name: str, file: FileInput, metadata: Metadata = None, **options: Any
+    ) -> CreateResult:
+        """See ``AsyncClient.create_bulk``."""
+        return self._run(self._async.create_bulk(operation_name, file, metadata, **options))
+
+    def validate_bulk(
+        self, operation_name: str, file: FileInput, metadata: Metadata = None, **options: Any
+    ) -> ValidationResult:
+        """See ``AsyncClient.validate_bulk``."""
+        return self._run(self._async.validate_bulk(operation_name, file, metadata, **options))
+
+    def get_bulks(self, **filters: Any) -> Page[Operation]:
+        """See ``AsyncClient.get_bulks``."""
+        return self._run(self._async.get_bulks(**filters))
+
+    def get_bulk(self, id: UUID | str) -> Operation:
+        """See ``AsyncClient.get_bulk``."""
+        return self._run(self._async.get_bulk(id))
+
+    def get_bulk_status(self, id: UUID | str) -> StatusView:
+        """See ``AsyncClient.get_bulk_status``."""
+        return self._run(self._async.get_bulk_status(id))
+
+    def get_bulk_errors(self, id: UUID | str, **options: Any) -> Page[RowError]:
+        """See ``AsyncClient.get_bulk_errors``."""
+        return self._run(self._async.get_bulk_errors(id, **options))
+
+    def get_bulk_rows(self, id: UUID | str, **options: Any) -> Page[RowProgress]:
+        """See ``AsyncClient.get_bulk_rows``."""
+        return self._run(self._async.get_bulk_rows(id, **options))
+
+    def get_bulk_file(self, id: UUID | str, out: IO[bytes]) -> int:
+        """See ``AsyncClient.get_bulk_file``."""
+        return self._run(self._async.get_bulk_file(id, out))
+
+    def export_bulk(self, id: UUID | str, out: IO[bytes], **options: Any) -> int:
+        """See ``AsyncClient.export_bulk``."""
+        return self._run(self._async.export_bulk(id, out, **options))
+
+    def cancel_bulk(self, id: UUID | str) -> StatusView:
+        """See ``AsyncClient.cancel_bulk``."""
+        return self._run(self._async.cancel_bulk(id))
+
+    def get_retry_eligibility(self, id: UUID | str) -> RetryEligibility:
+        """See ``AsyncClient.get_retry_eligibility``."""
+        return self._run(self._async.get_retry_eligibility(id))
+
+    def retry_bulk(self, id: UUID | str) -> RetryResult:
+        """See ``AsyncClient.retry_bulk``."""
+        return self._run(self._async.retry_bulk(id))
+
+    def retry_bulk_rows(self, id: UUID | str, row_numbers: list[int]) -> RetryResult:
+        """See ``AsyncClient.retry_bulk_rows``."""
+        return self._run(self._async.retry_bulk_rows(id, row_numbers))
+
+    def get_retry_history(self, id: UUID | str, **options: Any) -> Page[RetryHistoryItem]:
+        """See ``AsyncClient.get_retry_history``."""
+        return self._run(self._async.get_retry_history(id, **options))
+
+    def signal_step(self, id: UUID | str, key: str) -> SignalResult:
+        """See ``AsyncClient.signal_step``."""
+        return self._run(self._async.signal_step(id, key))
+
+    def fail_step(self, id: UUID | str, key: str, error_message: str) -> SignalResult:
+        """See ``AsyncClient.fail_step``."""
+        return self._run(self._async.fail_step(id, key, error_message))
+
+    def get_events(self, *, since: int | None = None, limit: int | None = None) -> list[Event]:
+        """See ``AsyncClient.get_events``."""
+        return self._run(self._async.get_events(since=since, limit=limit))
+
+    def get_bulk_events(self, id: UUID | str, **options: Any) -> list[Event]:
+        """See ``AsyncClient.get_bulk_events``."""
+        return self._run(self._async.get_bulk_events(id, **options))
+
+    def get_liveness(self) -> Health:
+        """See ``AsyncClient.get_liveness``."""
+        return self._run(self._async.get_liveness())
+
+    def get_readiness(self) -> Health:
+        """See ``AsyncClient.get_readiness``."""
+        return self._run(self._async.get_readiness())
+
+    def get_metrics(self) -> str:
+        """See ``AsyncClient.get_metrics``."""
+        return self._run(self._async.get_metrics())
+
+    def submit(
+        self,
+        operation: str,
+        file: FileInput,
+        metadata: Metadata = None,
+        *,
+        column_map: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> UUID:
+        """See ``AsyncClient.submit``."""
+        return self._run(
+            self._async.submit(
+                operation, file, metadata, column_map=column_map, idempotency_key=idempotency_key
+            )
+        )
+
+    def wait(
+        self,
+        id: UUID | str,
+        *,
+        poll_interval: float = 2.0,
+        on_progress: ProgressCallback | None = None,
+    ) -> StatusView:
+        """See ``AsyncClient.wait``."""
+        return self._run(self._async.wait(id, poll_interval=poll_interval, on_progress=on_progress))
+
+    def iter_errors(self, id: UUID | str, **options: Any) -> Iterator[RowError]:
+        """See ``AsyncClient.iter_errors``."""
+        return self._iterate(self._async.iter_errors(id, **options))
+
+    def iter_rows(self, id: UUID | str, **options: Any) -> Iterator[RowProgress]:
+        """See ``AsyncClient.iter_rows``."""
+        return self._iterate(self._async.iter_rows(id, **options))
+
+    def follow_events(self, since: int | None = None, **options: Any) -> Iterator[Event]:
+        """See ``AsyncClient.follow_events``."""
+        return self._iterate(self._async.follow_events(since, **options))
+
+
+async def _make(url: str, token: str | None, timeout: float, **options: Any) -> AsyncClient:
+    # Built on the private loop: httpx binds its pool to the loop that first uses it.
+    return AsyncClient(url, token, timeout, **options)
