@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from bulkops.channels import Channel, load_channels
+from bulkops.channels.dispatcher import Dispatcher
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry, load_registry
@@ -33,6 +36,7 @@ from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
 from bulkops.storage.ports import (
     ChunkStore,
+    DeliveryStore,
     EventStore,
     OperationStore,
     RateLimitStore,
@@ -85,6 +89,9 @@ class Runtime:
     exports: ExportService
     retries: RetryService
     _database: Database | None = None
+    _dispatcher: Dispatcher | None = None  # sends the notification outbox
+    _channels: Mapping[str, Channel] = field(default_factory=dict)
+    _dispatching: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -108,6 +115,7 @@ class Runtime:
         retry_store: RetryStore
         limits: RateLimitStore
         chunks: ChunkStore
+        deliveries: DeliveryStore
         events: EventStore
         wakeups: WakeUps = NoWakeUps()
         if url.startswith(MEMORY_URL):
@@ -116,6 +124,7 @@ class Runtime:
             memory_events = MemoryEventStore()
             memory = MemoryStore(memory_events)
             operations, rows, retry_store, limits, chunks = memory, memory, memory, memory, memory
+            deliveries = memory
             events = memory_events
         else:
             from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
@@ -137,6 +146,7 @@ class Runtime:
                 events = SqlEventStore(database)
                 sql = SqlStore(database)
             operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
+            deliveries = sql
             if not database.is_sqlite:
                 from bulkops.storage.sql.wakeups import PostgresWakeUps
 
@@ -152,6 +162,10 @@ class Runtime:
             limits=limits,
             chunks=chunks,
             wakeups=wakeups,
+        )
+        channels = load_channels(
+            webhook_secret=settings.webhook_secret,
+            webhook_allow_private=settings.webhook_allow_private,
         )
         hub = SignalHub()
         signals = SignalService(rows, hub, stores.wakeups, metrics)
@@ -171,8 +185,9 @@ class Runtime:
                 service_name=settings.service_name,
                 max_upload_bytes=settings.max_upload_bytes,
                 idempotency_ttl=settings.idempotency_ttl,
+                channels=frozenset(channels),
             ),
-            queries=QueryService(operations, rows, files),
+            queries=QueryService(operations, rows, files, deliveries),
             commands=CommandService(operations),
             feed=FeedService(events, operations),
             signals=signals,
@@ -187,6 +202,10 @@ class Runtime:
                 max_retry_attempts=settings.max_retry_attempts,
             ),
             _database=database,
+            _dispatcher=None
+            if role == "api"
+            else Dispatcher(deliveries, channels, new_worker_id()),
+            _channels=channels,
         )
 
     @staticmethod
@@ -241,9 +260,19 @@ class Runtime:
             )
             await recovery.run(utcnow())
         await self.scheduler.start()
+        if self._dispatcher is not None:
+            self._dispatching = asyncio.create_task(self._dispatcher.run())
 
     async def close(self) -> None:
         """Drain processing, then close storage."""
         await self.scheduler.stop()
+        if self._dispatching is not None:
+            self._dispatching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatching
+        for channel in self._channels.values():
+            closing = getattr(channel, "aclose", None)
+            if closing is not None:
+                await closing()
         if self._database is not None:
             await self._database.close()

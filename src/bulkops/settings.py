@@ -144,6 +144,15 @@ class Settings(BaseSettings):
         description="How long an Idempotency-Key of a create is remembered, in seconds.",
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    webhook_secret: str | None = Field(
+        default=None,
+        description="Signs webhook notifications: Bulkops-Signature: sha256=<HMAC of the body>.",
+    )
+    webhook_allow_private: bool = Field(
+        default=True,
+        description="Allow webhook targets on private or loopback addresses (turn off in "
+        "production).",
+    )
     event_store: Literal["sql", "memory"] = "sql"
     openapi_enabled: bool = True
     migrate_on_start: bool = True

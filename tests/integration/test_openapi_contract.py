@@ -33,6 +33,7 @@ OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks and
     "getLiveness",
     "getReadiness",
     "getMetrics",
+    "getBulkNotifications",
 }
 
 
@@ -103,7 +104,7 @@ async def test_create_links_to_every_id_route(document: dict[str, Any]) -> None:
     created = ops["createBulk"][1]["responses"]["201"]
     id_routes = {oid for oid, (path, _) in ops.items() if "{id}" in path}
     linked = {link["operationId"] for link in created["links"].values()}
-    assert linked == id_routes and len(id_routes) == 14
+    assert linked == id_routes and len(id_routes) == 15
     for link in created["links"].values():
         assert link["parameters"] == {"id": "$response.body#/operationId"}
     assert "Location" in created["headers"]

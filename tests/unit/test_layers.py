@@ -51,6 +51,13 @@ RULES: dict[str, tuple[str, ...]] = {
         *STORAGE_ADAPTERS,
         *ABOVE_ENGINE,
     ),
+    # Channels are adapters of the outbox: HTTP out, storage through its ports only.
+    "bulkops.channels": (
+        *SQL,
+        "bulkops.engine",
+        *STORAGE_ADAPTERS,
+        *ABOVE_ENGINE,
+    ),
     # The client speaks HTTP only: nothing of the serving side.
     "bulkops.client": (
         *SQL,

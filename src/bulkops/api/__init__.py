@@ -1,7 +1,2 @@
-"""The HTTP API (FastAPI): routes, wire schemas, error bodies."""
-
-from __future__ import annotations
-
-from bulkops.api.app import create_app
-
-__all__ = ["create_app"]
+"""The HTTP API (FastAPI): routes, wire schemas, error bodies. ``create_app`` lives in
+``bulkops.api.app`` (also exported as ``bulkops.create_app``)."""

@@ -13,7 +13,7 @@ from bulkops.api.auth.middleware import OPENAPI_URL, AccessMiddleware
 from bulkops.api.errors import install_error_handlers
 from bulkops.api.openapi import install_openapi
 from bulkops.api.request_metrics import RequestMetricsMiddleware
-from bulkops.api.routes import bulks, events, export, health, retry, signals
+from bulkops.api.routes import bulks, events, export, health, notifications, retry, signals
 from bulkops.api.routes import metrics as metrics_routes
 from bulkops.api.routes import operations as discovery
 from bulkops.dashboard import dashboard_router
@@ -75,7 +75,8 @@ def create_app(
     )
     app.state.access = access
     install_error_handlers(app)
-    for routes in (discovery, bulks, export, retry, signals, events, health, metrics_routes):
+    routes_in_order = (discovery, bulks, notifications, export, retry, signals, events, health)
+    for routes in (*routes_in_order, metrics_routes):
         app.include_router(routes.router)
     app.include_router(dashboard_router())
     install_openapi(app, registry, access)

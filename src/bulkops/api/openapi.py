@@ -25,9 +25,11 @@ from fastapi.openapi.utils import get_openapi
 from bulkops.api.auth import AccessControl
 from bulkops.api.auth.middleware import required_access
 from bulkops.api.schemas import ErrorBody
+from bulkops.channels.registry import channel_names
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry
-from bulkops.service.notifications import SHORTHANDS, TRIGGERS, NotificationOptions
+from bulkops.service.notifications import NotificationOptions
+from bulkops.storage.deliveries import SHORTHANDS, TRIGGERS
 
 JsonObject = dict[str, Any]
 
@@ -248,6 +250,9 @@ def notifications_schema() -> JsonObject:
     """The ``notifications`` field: recipients with a channel, a target and triggers."""
     schema = NotificationOptions.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
     recipient = schema.pop("$defs", {}).get("Recipient", {})
+    channel = recipient.get("properties", {}).get("channel")
+    if isinstance(channel, dict):
+        channel["enum"] = channel_names()
     triggers = recipient.get("properties", {}).get("triggers")
     if isinstance(triggers, dict):
         triggers["items"] = {"type": "string", "enum": [*TRIGGERS, *SHORTHANDS]}

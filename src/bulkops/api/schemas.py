@@ -255,6 +255,41 @@ class EventSchema(Schema):
     timestamp: datetime
 
 
+class DeliverySchema(Schema):
+    """One notification delivery and how it went (GET /notifications)."""
+
+    id: UUID
+    channel: str
+    target: str
+    trigger: str
+    event: str
+    state: str
+    attempts: int
+    created_at: datetime
+    next_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+
+    @classmethod
+    def from_record(cls, record: Any) -> DeliverySchema:
+        """The API view of a stored delivery."""
+        return cls(
+            id=record.id,
+            channel=record.channel,
+            target=record.target,
+            trigger=record.trigger,
+            event=record.event,
+            state=record.state.value,
+            attempts=record.attempts,
+            created_at=record.created_at,
+            next_attempt_at=record.next_attempt_at,
+            delivered_at=record.delivered_at,
+            last_status_code=record.last_status_code,
+            last_error=record.last_error,
+        )
+
+
 class PageSchema(Schema, Generic[ItemT]):
     """The paged envelope."""
 

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from bulkops.errors import BadRequest
-
-TRIGGERS = (
-    "OnCompletion",
-    "OnCompletionWithErrors",
-    "OnFailure",
-    "OnCancelled",
-    "OnStatusChange",
-)
-SHORTHANDS = {
-    "OnTerminal": ("OnCompletion", "OnCompletionWithErrors", "OnFailure", "OnCancelled"),
-    "All": TRIGGERS,
-}
+from bulkops.storage.deliveries import DEFAULT_TRIGGERS, expand_triggers
 
 
 class Recipient(BaseModel):
@@ -30,20 +20,12 @@ class Recipient(BaseModel):
 
     channel: str = Field(min_length=1)
     target: str = Field(min_length=1)
-    triggers: list[str] = Field(default_factory=lambda: ["OnFailure"])
+    triggers: list[str] = Field(default_factory=lambda: list(DEFAULT_TRIGGERS))
 
     @field_validator("triggers")
     @classmethod
     def _known_triggers(cls, value: list[str]) -> list[str]:
-        expanded: list[str] = []
-        for name in value:
-            if name in SHORTHANDS:
-                expanded.extend(SHORTHANDS[name])
-            elif name in TRIGGERS:
-                expanded.append(name)
-            else:
-                raise ValueError(f"unknown trigger {name!r}")
-        return list(dict.fromkeys(expanded))
+        return expand_triggers(value)
 
 
 class NotificationOptions(BaseModel):
@@ -54,11 +36,15 @@ class NotificationOptions(BaseModel):
     recipients: list[Recipient] = Field(default_factory=list)
 
 
-def parse_notifications(text: str | None) -> dict[str, Any] | None:
-    """Validate the ``notifications`` form value; None when absent.
+def parse_notifications(
+    text: str | None, channels: Collection[str] | None = None
+) -> dict[str, Any] | None:
+    """Validate the ``notifications`` form value; None when absent. With ``channels``,
+    every recipient must name one of them.
 
     Raises:
-        BadRequest: the value is not JSON or does not match the expected structure.
+        BadRequest: the value is not JSON, does not match the expected structure, or names
+            an unknown channel or trigger.
     """
     if text is None or not text.strip():
         return None
@@ -68,4 +54,11 @@ def parse_notifications(text: str | None) -> dict[str, Any] | None:
         raise BadRequest(f"Malformed notifications: {exc}") from None
     except (ValueError, RecursionError):
         raise BadRequest("Malformed notifications: not valid JSON") from None
+    if channels is not None:
+        for recipient in options.recipients:
+            if recipient.channel not in channels:
+                known = ", ".join(sorted(channels)) or "none"
+                raise BadRequest(
+                    f"Unknown notification channel {recipient.channel!r} (channels: {known})"
+                )
     return options.model_dump(by_alias=True)

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from bulkops.errors import NotFound
-from bulkops.storage.ports import FileStore, OperationStore, RowStore
-from bulkops.storage.records import OperationQuery, OperationRecord, Page, RowQuery, RowRecord
+from bulkops.storage.ports import DeliveryStore, FileStore, OperationStore, RowStore
+from bulkops.storage.records import (
+    DeliveryRecord,
+    OperationQuery,
+    OperationRecord,
+    Page,
+    RowQuery,
+    RowRecord,
+)
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 
 MAX_PAGE_SIZE = 1000
@@ -52,10 +59,24 @@ class StatusView:
 class QueryService:
     """Lists and looks up operations, rows and files."""
 
-    def __init__(self, operations: OperationStore, rows: RowStore, files: FileStore) -> None:
+    def __init__(
+        self,
+        operations: OperationStore,
+        rows: RowStore,
+        files: FileStore,
+        deliveries: DeliveryStore | None = None,
+    ) -> None:
         self._operations = operations
         self._rows = rows
         self._files = files
+        self._deliveries = deliveries
+
+    async def notifications(self, operation_id: UUID) -> Sequence[DeliveryRecord]:
+        """The notification deliveries of an operation and how each went."""
+        await self.get(operation_id)  # NotFound for an unknown operation
+        if self._deliveries is None:
+            return []
+        return await self._deliveries.deliveries(operation_id)
 
     async def get(self, operation_id: UUID) -> OperationRecord:
         """The operation, or ``NotFound``."""

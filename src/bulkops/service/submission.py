@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -92,7 +92,9 @@ class SubmissionService:
         service_name: str,
         max_upload_bytes: int,
         idempotency_ttl: float = 86400.0,
+        channels: Collection[str] | None = None,
     ) -> None:
+        self._channels = channels
         self._registry = registry
         self._operations = operations
         self._files = files
@@ -178,7 +180,7 @@ class SubmissionService:
             PayloadTooLarge: the file exceeds the upload limit.
         """
         checked = self._check(operation_name, metadata, upload)
-        notification_options = parse_notifications(notifications)
+        notification_options = parse_notifications(notifications, self._channels)
         columns = parse_column_map(checked.definition, column_map)
         key = check_key(idempotency_key)
         stored_metadata = dump_metadata(checked.metadata)

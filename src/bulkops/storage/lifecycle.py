@@ -19,7 +19,9 @@ from typing import Any
 from uuid import UUID
 
 from bulkops.errors import IllegalTransition
+from bulkops.storage.deliveries import deliveries_for
 from bulkops.storage.records import (
+    DeliveryRecord,
     EventRecord,
     OperationRecord,
     RetrySnapshot,
@@ -63,18 +65,21 @@ class OperationChange:
     values: dict[str, Any]
     record: OperationRecord
     events: tuple[EventRecord, ...] = field(default=())
+    deliveries: tuple[DeliveryRecord, ...] = field(default=())  # notifications it causes
 
 
 def _change(
     record: OperationRecord, events: Sequence[EventRecord] = (), **values: Any
 ) -> OperationChange:
     values["version"] = record.version + 1
+    after = replace(record, **values)
     return OperationChange(
         operation_id=record.id,
         expected_version=record.version,
         values=values,
-        record=replace(record, **values),
+        record=after,
         events=tuple(events),
+        deliveries=deliveries_for(after, events),
     )
 
 

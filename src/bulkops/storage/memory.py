@@ -23,6 +23,7 @@ from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange, RowCounts
 from bulkops.storage.records import (
     ChunkRecord,
     CompletedRun,
+    DeliveryRecord,
     EventRecord,
     Fence,
     IdempotencyKey,
@@ -38,7 +39,7 @@ from bulkops.storage.records import (
     RowRecord,
     WaitOutcome,
 )
-from bulkops.storage.states import ChunkState, OperationStatus, RowState
+from bulkops.storage.states import ChunkState, DeliveryState, OperationStatus, RowState
 
 if TYPE_CHECKING:
     from bulkops.storage.ports import (
@@ -123,6 +124,7 @@ class MemoryStore:
         self._keys: dict[tuple[str, str], tuple[UUID, str, datetime]] = {}
         self._chunks: dict[UUID, dict[int, ChunkRecord]] = {}
         self._starts: dict[str, builtins.list[datetime]] = {}
+        self._deliveries: dict[UUID, DeliveryRecord] = {}
 
     async def ping(self) -> None:
         """Always reachable."""
@@ -216,6 +218,7 @@ class MemoryStore:
         if record is None or record.version != change.expected_version:
             return None
         self.events.append_now(change.events)
+        self._deliveries.update((d.id, d) for d in change.deliveries)
         return self._put(replace(record, **change.values))
 
     async def counts(self, operation_id: UUID) -> RowCounts:
@@ -296,6 +299,57 @@ class MemoryStore:
             and chunk.state is ChunkState.RUNNING
             and chunk.worker_id == fence.worker_id
         )
+
+    async def claim_deliveries(
+        self, claimer: str, now: datetime, lease_until: datetime, limit: int
+    ) -> Sequence[DeliveryRecord]:
+        """Claim due Pending deliveries nobody holds, oldest first."""
+        due = [
+            d
+            for d in self._deliveries.values()
+            if d.state is DeliveryState.PENDING
+            and (d.next_attempt_at is None or d.next_attempt_at <= now)
+            and (d.claimed_until is None or d.claimed_until < now)
+        ]
+        due.sort(key=lambda d: (d.next_attempt_at or _EPOCH, str(d.id)))
+        claimed = [
+            replace(d, claimed_by=claimer, claimed_until=lease_until) for d in due[: max(limit, 0)]
+        ]
+        self._deliveries.update((d.id, d) for d in claimed)
+        return claimed
+
+    async def record_attempt(
+        self,
+        delivery_id: UUID,
+        claimer: str,
+        *,
+        state: DeliveryState,
+        now: datetime,
+        status_code: int | None = None,
+        error: str | None = None,
+        next_attempt_at: datetime | None = None,
+    ) -> bool:
+        """Record an attempt of a held delivery and release it."""
+        found = self._deliveries.get(delivery_id)
+        if found is None or found.claimed_by != claimer or found.state is not DeliveryState.PENDING:
+            return False
+        self._deliveries[delivery_id] = replace(
+            found,
+            state=state,
+            attempts=found.attempts + 1,
+            last_status_code=status_code,
+            last_error=error,
+            next_attempt_at=next_attempt_at,
+            delivered_at=now if state is DeliveryState.DELIVERED else None,
+            claimed_by=None,
+            claimed_until=None,
+        )
+        return True
+
+    async def deliveries(self, operation_id: UUID) -> Sequence[DeliveryRecord]:
+        """Every delivery of an operation, oldest first."""
+        found = [d for d in self._deliveries.values() if d.operation_id == operation_id]
+        return sorted(found, key=lambda d: (d.created_at, str(d.id)))
 
     async def split(
         self, change: OperationChange, chunks: Sequence[ChunkRecord]
@@ -494,6 +548,7 @@ class MemoryStore:
             stored[row.row_number] = lifecycle.reset_for_retry(row)
         change = lifecycle.begin_retry(record, now)
         self.events.append_now(change.events)
+        self._deliveries.update((d.id, d) for d in change.deliveries)
         return RetryStart(self._put(replace(record, **change.values)), len(chosen))
 
     async def history(

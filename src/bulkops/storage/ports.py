@@ -19,6 +19,7 @@ from bulkops.storage.lifecycle import OperationChange, RowCounts
 from bulkops.storage.records import (
     ChunkRecord,
     CompletedRun,
+    DeliveryRecord,
     EventRecord,
     Fence,
     IdempotencyKey,
@@ -35,7 +36,7 @@ from bulkops.storage.records import (
     StoredFile,
     WaitOutcome,
 )
-from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.states import DeliveryState, OperationStatus, RowState
 
 
 class OperationStore(Protocol):
@@ -156,6 +157,37 @@ class ChunkStore(Protocol):
     async def finished_splits(self) -> Sequence[UUID]:
         """Running operations whose chunks are all Done (their last worker stopped before it
         could end the operation)."""
+
+
+class DeliveryStore(Protocol):
+    """The notification outbox (implemented by the same object as the operation store:
+    deliveries are written with the changes that cause them)."""
+
+    async def claim_deliveries(
+        self, claimer: str, now: datetime, lease_until: datetime, limit: int
+    ) -> Sequence[DeliveryRecord]:
+        """Claim up to ``limit`` Pending deliveries that are due (``next_attempt_at`` at or
+        before ``now``) and not claimed by a live claimer (``claimed_until`` passed),
+        oldest first; each is claimed by ``claimer`` until ``lease_until``. Concurrent
+        claimers never get the same delivery."""
+
+    async def record_attempt(
+        self,
+        delivery_id: UUID,
+        claimer: str,
+        *,
+        state: DeliveryState,
+        now: datetime,
+        status_code: int | None = None,
+        error: str | None = None,
+        next_attempt_at: datetime | None = None,
+    ) -> bool:
+        """Record one attempt of a delivery ``claimer`` holds: Delivered, Failed (given
+        up), or Pending again with ``next_attempt_at``; the claim is released. False when
+        ``claimer`` no longer holds it."""
+
+    async def deliveries(self, operation_id: UUID) -> Sequence[DeliveryRecord]:
+        """Every delivery of an operation, oldest first."""
 
 
 class RowStore(Protocol):

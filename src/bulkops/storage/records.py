@@ -10,6 +10,7 @@ from uuid import UUID
 
 from bulkops.storage.states import (
     ChunkState,
+    DeliveryState,
     ErrorType,
     EventType,
     OperationStatus,
@@ -187,6 +188,32 @@ class EventRecord:
     message: str
     timestamp: datetime
     sequence: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRecord:
+    """One notification in the outbox: an event of an operation for one recipient.
+
+    ``payload`` is the body the channel sends (``{event, operation, occurredAt}``), fixed
+    when the delivery is stored so a retry sends the same thing.
+    """
+
+    id: UUID
+    operation_id: UUID
+    channel: str
+    target: str
+    trigger: str
+    event: str
+    payload: dict[str, Any]
+    created_at: datetime
+    state: DeliveryState = DeliveryState.PENDING
+    attempts: int = 0
+    next_attempt_at: datetime | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+    delivered_at: datetime | None = None
+    claimed_by: str | None = None
+    claimed_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

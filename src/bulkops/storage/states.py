@@ -101,6 +101,14 @@ class ChunkState(StrEnum):
     DONE = "Done"  # every row of the range reached a final state
 
 
+class DeliveryState(StrEnum):
+    """State of one notification delivery in the outbox."""
+
+    PENDING = "Pending"  # stored, waiting to be sent (or retried)
+    DELIVERED = "Delivered"  # the channel accepted it
+    FAILED = "Failed"  # given up: retries exhausted, or refused for good
+
+
 class ErrorType(StrEnum):
     """Why a row failed."""
 

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bulkops.storage.lifecycle import OperationChange
 from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.sql.base import SqlBase
+from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.operations import operation_from_row
 from bulkops.storage.sql.schema import chunks, operations
@@ -95,6 +96,7 @@ class ChunkMethods(SqlBase):
             if (await conn.execute(stmt)).rowcount == 0:
                 return None
             await conn.execute(chunks.insert(), [_chunk_values(part) for part in parts])
+            await insert_deliveries(conn, change.deliveries)
             if self._events_here:
                 await insert_events(conn, change.events)
             found = await conn.execute(select(operations).where(_o.id == change.operation_id))

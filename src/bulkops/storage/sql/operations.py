@@ -23,6 +23,7 @@ from bulkops.storage.records import (
 from bulkops.storage.sql import sqlite
 from bulkops.storage.sql.base import SqlBase
 from bulkops.storage.sql.codec import OPERATION_COLUMNS, operation_values
+from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.keys import claim_key
 from bulkops.storage.sql.rows import check_paging
@@ -159,6 +160,7 @@ class OperationMethods(SqlBase):
             # rowcount decides who won; the re-read happens inside the same transaction.
             if (await conn.execute(stmt)).rowcount == 0:
                 return None
+            await insert_deliveries(conn, change.deliveries)
             if self._events_here:
                 await insert_events(conn, change.events)
             record = await _fetch(conn, change.operation_id)

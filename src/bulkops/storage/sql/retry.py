@@ -20,6 +20,7 @@ from bulkops.storage.records import (
 )
 from bulkops.storage.sql.base import SqlBase
 from bulkops.storage.sql.bulk import POSTGRES_UPSERT, SQLITE_UPSERT, encode_rows
+from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.operations import operation_from_row
 from bulkops.storage.sql.rows import check_paging, row_from_mapping
@@ -112,6 +113,7 @@ class RetryMethods(SqlBase):
                 await conn.execute(
                     update(operations).where(o.id == record.id).values(**change.values)
                 )
+                await insert_deliveries(conn, change.deliveries)
                 if self._events_here:
                     await insert_events(conn, change.events)
         if change is None:

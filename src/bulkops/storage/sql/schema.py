@@ -23,6 +23,7 @@ from sqlalchemy import (
 from bulkops.storage.sql.types import EnumText, JsonType, UtcDateTime, UuidType
 from bulkops.storage.states import (
     ChunkState,
+    DeliveryState,
     ErrorType,
     EventType,
     OperationStatus,
@@ -210,4 +211,35 @@ chunks = Table(
     Column("resume_count", Integer(), nullable=False, server_default="0"),
     # Claims look for chunks that are not done.
     Index("ix_chunks_state", "state"),
+)
+
+# The notification outbox: a delivery is stored with the change that causes it and sent by
+# a dispatcher, which claims due ones for a while (claimed_until) so a crashed sender's
+# deliveries are sent again.
+notification_deliveries = Table(
+    "notification_deliveries",
+    metadata,
+    Column("id", UuidType(), primary_key=True),
+    Column(
+        "operation_id",
+        UuidType(),
+        ForeignKey("operations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("channel", String(100), nullable=False),
+    Column("target", Text(), nullable=False),
+    Column("trigger", String(50), nullable=False),
+    Column("event", String(50), nullable=False),
+    Column("payload", JsonType, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("state", EnumText(DeliveryState), nullable=False),
+    Column("attempts", Integer(), nullable=False, server_default="0"),
+    Column("next_attempt_at", UtcDateTime(), nullable=True),
+    Column("last_status_code", Integer(), nullable=True),
+    Column("last_error", Text(), nullable=True),
+    Column("delivered_at", UtcDateTime(), nullable=True),
+    Column("claimed_by", String(200), nullable=True),
+    Column("claimed_until", UtcDateTime(), nullable=True),
+    Index("ix_notification_deliveries_state_next", "state", "next_attempt_at"),
+    Index("ix_notification_deliveries_operation_id", "operation_id", "created_at"),
 )

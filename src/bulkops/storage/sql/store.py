@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bulkops.storage.sql.chunks import ChunkMethods
+from bulkops.storage.sql.deliveries import DeliveryMethods
 from bulkops.storage.sql.keys import RateLimitMethods
 from bulkops.storage.sql.operations import OperationMethods
 from bulkops.storage.sql.retry import RetryMethods
@@ -20,7 +21,9 @@ if TYPE_CHECKING:
     )
 
 
-class SqlStore(OperationMethods, RowMethods, RetryMethods, RateLimitMethods, ChunkMethods):
+class SqlStore(
+    OperationMethods, RowMethods, RetryMethods, RateLimitMethods, ChunkMethods, DeliveryMethods
+):
     """Operations, their row records and retry rounds in SQLite or PostgreSQL.
 
     One object implements the three ports because a change, the rows it touches and its
