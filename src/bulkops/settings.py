@@ -154,6 +154,10 @@ class Settings(BaseSettings):
         "production).",
     )
     event_store: Literal["sql", "memory"] = "sql"
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Log lines as text or as one JSON object each (with operationId).",
+    )
     openapi_enabled: bool = True
     migrate_on_start: bool = True
     flush_rows: int = Field(default=1000, ge=1, description="Row records per write batch.")

@@ -12,7 +12,6 @@ import gc
 import inspect
 import logging
 import signal
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -86,7 +85,7 @@ def with_settings_flags(
             except pydantic.ValidationError as exc:
                 typer.echo(_settings_problems(exc), err=True)
                 raise typer.Exit(2) from None
-            _configure_logging()
+            _configure_logging(settings)
             try:
                 command(settings)
             except BulkOpsError as exc:
@@ -127,12 +126,10 @@ def _settle_memory(settings: Settings) -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
-def _configure_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _configure_logging(settings: Settings) -> None:
+    from bulkops.observability.logs import configure
+
+    configure(settings.log_format)
 
 
 @app.command()

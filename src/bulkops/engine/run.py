@@ -28,6 +28,7 @@ from bulkops.engine.rows import RowRunner
 from bulkops.engine.window import FailureBudget, Window
 from bulkops.errors import FileFormatError, StorageError, ValidationError
 from bulkops.formats import RawRow
+from bulkops.observability.logs import operation_scope
 from bulkops.storage.lifecycle import HELD_STATUSES
 from bulkops.storage.records import Fence, OperationRecord, RowRecord
 from bulkops.storage.states import OperationStatus, RowState
@@ -112,6 +113,7 @@ class Run:
 
     async def execute(self) -> None:
         """Process to the end and record the outcome."""
+        operation_scope(self.record.id)  # this task's log lines, and its children's
         lease = Lease(
             self._stores.operations,
             self._stores.chunks,
