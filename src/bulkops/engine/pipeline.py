@@ -20,6 +20,7 @@ from bulkops.engine.rows import RowBasics
 from bulkops.engine.signals import SignalHub, SignalWatch, scoped_key
 from bulkops.formats import RawRow
 from bulkops.observability.metrics import Metrics
+from bulkops.observability.tracing import span
 from bulkops.storage import lifecycle
 from bulkops.storage.ports import RowStore
 from bulkops.storage.records import Fence, ProgressDelta, RowRecord, WaitOutcome
@@ -110,7 +111,8 @@ class PipelineRunner(RowBasics):
                 continue
             record.step_index, record.step_name = step.index, step.name
             started = time.perf_counter()
-            failure = await self._run_step(record, bound, row)
+            with span("bulkops.step", **{"bulkops.step": step.name, "bulkops.row": raw.number}):
+                failure = await self._run_step(record, bound, row)
             self._metrics.step_took(self.definition.name, step.name, time.perf_counter() - started)
             if failure is not None:
                 return self._fail(record, step, *failure)

@@ -29,6 +29,7 @@ from bulkops.engine.window import FailureBudget, Window
 from bulkops.errors import FileFormatError, StorageError, ValidationError
 from bulkops.formats import RawRow
 from bulkops.observability.logs import operation_scope
+from bulkops.observability.tracing import span
 from bulkops.storage.lifecycle import HELD_STATUSES
 from bulkops.storage.records import Fence, OperationRecord, RowRecord
 from bulkops.storage.states import OperationStatus, RowState
@@ -114,6 +115,17 @@ class Run:
     async def execute(self) -> None:
         """Process to the end and record the outcome."""
         operation_scope(self.record.id)  # this task's log lines, and its children's
+        with span(
+            "bulkops.operation",
+            **{
+                "bulkops.operation.id": str(self.record.id),
+                "bulkops.operation.name": self.record.operation_name,
+                "bulkops.chunk": self._held.chunk,
+            },
+        ):
+            await self._execute()
+
+    async def _execute(self) -> None:
         lease = Lease(
             self._stores.operations,
             self._stores.chunks,
