@@ -49,11 +49,14 @@ class E2EApproval(bo.PipelineOperation[LogMeta, Item]):
 class FailMeta(bo.Metadata):
     log: str
     fail_file: str
+    delay_ms: int = 0
 
 
 @bo.operation("e2e-retry", retryable=True, track_row_data=True)
 class E2ERetry(bo.RowOperation[FailMeta, Item]):
     async def process_row(self, row: Item, metadata: FailMeta) -> None:
+        if metadata.delay_ms:
+            await asyncio.sleep(metadata.delay_ms / 1000)
         with open(metadata.log, "a") as log:
             log.write(row.name + "\n")
         failing = Path(metadata.fail_file)

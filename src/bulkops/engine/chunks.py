@@ -77,8 +77,14 @@ class ChunkRun(Run):
             await self._retry.call(chunks.end_chunk, operation_id, index, me, done=False)
             await self._stores.wakeups.announce_work()  # handed back: another may take it
             return
-        if ending.stop_reason is not None:
-            return  # cancelled, taken over, or storage gone: the chunk stays as it is
+        if ending.stop_reason is not None:  # cancelled, taken over, or storage gone
+            log.info(
+                "Left chunk %d of operation %s: %s",
+                index,
+                operation_id,
+                ending.stop_reason.value,
+            )
+            return  # the chunk stays as it is
         left = await self._retry.call(chunks.end_chunk, operation_id, index, me, done=True)
         if left == 0:
             await self._end_operation(None)
