@@ -340,7 +340,7 @@ def signal_throughput(context: Context) -> Result:
             *([f"first errors: {answers.error_samples}"] if answers.error_samples else []),
         ],
     )
-    result.checks.append(at_least("signals accepted per second", run.signals_per_second, 500))
+    result.checks.append(at_least("signals accepted per second", run.signals_per_second, 1000))
     result.checks.append(at_most("signal errors", answers.errors, 0))
     if run.completion_delay is None:
         result.notes.append("Not every row was signalled: the operation was cancelled.")

@@ -168,7 +168,17 @@ def worker(settings: Settings) -> None:
         await instance.run()
         log.info("bulkops worker stopped")
 
-    asyncio.run(run())
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(run())
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (as ``serve`` gets it through uvicorn)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 @app.command()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import HistogramMetricFamily
@@ -23,6 +24,24 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ROW_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
 STEP_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 WRITE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
+
+
+_Metric = TypeVar("_Metric", Counter, Histogram)
+
+
+class _Children(Generic[_Metric]):
+    """A labelled metric's children, looked up once per label values: ``labels()`` checks
+    and locks on every call, too dear for one call per request, step or signal."""
+
+    def __init__(self, metric: _Metric) -> None:
+        self._metric: _Metric = metric
+        self._children: dict[tuple[str, ...], _Metric] = {}
+
+    def __call__(self, *values: str) -> _Metric:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 class _RowLatencies(Collector):
@@ -107,13 +126,18 @@ class Metrics:
         )
         self._row_latencies = _RowLatencies()
         registry.register(self._row_latencies)
+        self._rows_of = _Children(self._rows)
+        self._steps_of = _Children(self._steps)
+        self._signals_of = _Children(self._signals)
+        self._requests_of = _Children(self._requests)
+        self._latency_of = _Children(self._latency)
 
     def rows_done(self, operation: str, completed: int, failed: int) -> None:
         """Count rows recorded as Completed and Failed."""
         if completed:
-            self._rows.labels(operation, "completed").inc(completed)
+            self._rows_of(operation, "completed").inc(completed)
         if failed:
-            self._rows.labels(operation, "failed").inc(failed)
+            self._rows_of(operation, "failed").inc(failed)
 
     def row_took(self, operation: str, seconds: float) -> None:
         """One row's processing time."""
@@ -121,7 +145,7 @@ class Metrics:
 
     def step_took(self, operation: str, step: str, seconds: float) -> None:
         """One step's time."""
-        self._steps.labels(operation, step).observe(seconds)
+        self._steps_of(operation, step).observe(seconds)
 
     def write_took(self, seconds: float) -> None:
         """One batch write's time."""
@@ -129,12 +153,12 @@ class Metrics:
 
     def signal(self, outcome: str) -> None:
         """Count a signal: ``success``, ``failure`` or ``unmatched``."""
-        self._signals.labels(outcome).inc()
+        self._signals_of(outcome).inc()
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count an HTTP request and its latency."""
-        self._requests.labels(method, route, str(status)).inc()
-        self._latency.labels(method, route).observe(seconds)
+        self._requests_of(method, route, str(status)).inc()
+        self._latency_of(method, route).observe(seconds)
 
     def render(self, statuses: Mapping[OperationStatus, int]) -> bytes:
         """The Prometheus text, with the operation counts read just now."""
