@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 from bulkops.storage.records import ProgressDelta, RowRecord, StepState, WaitOutcome
@@ -139,3 +140,63 @@ async def test_concurrent_resolutions_have_one_winner(
         *(stores.rows.resolve_wait(op.id, 1, row.signal_key, o) for o in outcomes)
     )
     assert sum(r is not None for r in results) == 1
+
+
+def ends_its_step(succeeded: bool = True) -> Callable[[RowRecord], WaitOutcome]:
+    def outcome(row: RowRecord) -> WaitOutcome:
+        return WaitOutcome(
+            step_index=row.step_index,
+            succeeded=succeeded,
+            at=BASE_TIME + timedelta(minutes=1),
+            error_type=None if succeeded else ErrorType.SIGNAL_FAILURE,
+            error_message=None if succeeded else "refused",
+        )
+
+    return outcome
+
+
+async def test_resolve_first_waiting_ends_the_oldest_wait_under_the_key(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation()
+    await stores.operations.add(op)
+    rows = [
+        waiting(make_row, op.id, 1, "mgr", seconds=5),
+        waiting(make_row, op.id, 2, "mgr", seconds=1),
+        waiting(make_row, op.id, 3, "mgr:x", seconds=0),  # "mgr" is only a prefix of its key
+    ]
+    await stores.rows.save(op.id, rows, ProgressDelta())
+
+    first = await stores.rows.resolve_first_waiting(op.id, f"{op.id}:mgr:", ends_its_step())
+    failed = await stores.rows.resolve_first_waiting(op.id, f"{op.id}:mgr:", ends_its_step(False))
+
+    assert first is not None and (first.row_number, first.state) == (2, RowState.RUNNING)
+    assert first.steps[1].state is RowState.COMPLETED
+    assert await stores.rows.get_row(op.id, 2) == first
+    assert failed is not None and (failed.row_number, failed.state) == (1, RowState.FAILED)
+    assert (failed.error_type, failed.error_message) == (ErrorType.SIGNAL_FAILURE, "refused")
+    assert await stores.rows.resolve_first_waiting(op.id, f"{op.id}:mgr:", ends_its_step()) is None
+    assert await stores.rows.resolve_first_waiting(op.id, f"{op.id}:m_r:", ends_its_step()) is None
+    third = await stores.rows.get_row(op.id, 3)
+    assert third is not None and third.state is RowState.WAITING_FOR_COMPLETION
+
+
+async def test_concurrent_first_waiting_resolutions_end_distinct_rows(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation()
+    await stores.operations.add(op)
+    await stores.rows.save(
+        op.id, [waiting(make_row, op.id, n, "mgr", seconds=n) for n in range(1, 6)], ProgressDelta()
+    )
+
+    results = await asyncio.gather(
+        *(
+            stores.rows.resolve_first_waiting(op.id, f"{op.id}:mgr:", ends_its_step())
+            for _ in range(7)
+        )
+    )
+
+    ended = sorted(result.row_number for result in results if result is not None)
+    assert ended == [1, 2, 3, 4, 5]
+    assert results.count(None) == 2

@@ -9,6 +9,7 @@ outcome at its next storage poll.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -36,6 +37,22 @@ def parse_scoped_key(key: str) -> tuple[UUID, int] | None:
         return UUID(head), int(number)
     except ValueError:
         return None
+
+
+def _outcome(succeeded: bool, message: str | None) -> Callable[[RowRecord], WaitOutcome]:
+    """The end of a row's wait for a success (or failure with ``message``) signal."""
+    at = utcnow()
+
+    def outcome(row: RowRecord) -> WaitOutcome:
+        return WaitOutcome(
+            step_index=row.step_index,
+            succeeded=succeeded,
+            at=at,
+            error_type=None if succeeded else ErrorType.SIGNAL_FAILURE,
+            error_message=None if succeeded else (message or "")[:MAX_MESSAGE],
+        )
+
+    return outcome
 
 
 class SignalHub:
@@ -95,22 +112,18 @@ class SignalService:
     async def _resolve(
         self, row: RowRecord, succeeded: bool, message: str | None
     ) -> SignalResult | None:
-        outcome = WaitOutcome(
-            step_index=row.step_index,
-            succeeded=succeeded,
-            at=utcnow(),
-            error_type=None if succeeded else ErrorType.SIGNAL_FAILURE,
-            error_message=None if succeeded else (message or "")[:MAX_MESSAGE],
-        )
         resolved = await self._rows.resolve_wait(
-            row.operation_id, row.row_number, row.signal_key, outcome
+            row.operation_id, row.row_number, row.signal_key, _outcome(succeeded, message)(row)
         )
-        if resolved is None:
-            return None
+        return None if resolved is None else await self._resolved(resolved, succeeded)
+
+    async def _resolved(self, resolved: RowRecord, succeeded: bool) -> SignalResult:
+        """Count the signal and wake the row's waiter, here or in its worker."""
         self._metrics.signal("success" if succeeded else "failure")
-        woken = row.signal_key is not None and self._hub.wake(row.signal_key, resolved)
-        if not woken and row.signal_key is not None:
-            await self._wakeups.announce_signal(row.signal_key)  # its worker is elsewhere
+        key = resolved.signal_key
+        woken = key is not None and self._hub.wake(key, resolved)
+        if not woken and key is not None:
+            await self._wakeups.announce_signal(key)  # its worker is elsewhere
         return SignalResult(resolved, succeeded, not succeeded, cross_process=not woken)
 
     async def signal_user_key(
@@ -118,16 +131,13 @@ class SignalService:
     ) -> SignalResult | None:
         """Complete (or fail) the row of ``operation_id`` that started waiting first under
         ``user_key``; None when no row waits for it."""
-        prefix = f"{operation_id}:{user_key}:"
-        for _ in range(10):  # another signal may take the first row between look-up and write
-            row = await self._rows.find_waiting(operation_id, prefix)
-            if row is None:
-                self._metrics.signal("unmatched")
-                return None
-            result = await self._resolve(row, succeeded, message)
-            if result is not None:
-                return result
-        return None
+        resolved = await self._rows.resolve_first_waiting(
+            operation_id, f"{operation_id}:{user_key}:", _outcome(succeeded, message)
+        )
+        if resolved is None:
+            self._metrics.signal("unmatched")
+            return None
+        return await self._resolved(resolved, succeeded)
 
     async def _by_full_key(self, key: str, succeeded: bool, message: str | None) -> bool:
         parsed = parse_scoped_key(key)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 from bisect import bisect_right, insort
 from collections import deque
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from copy import deepcopy
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -521,6 +521,15 @@ class MemoryStore:
             return None
         stored[row_number] = lifecycle.resolve_wait(row, outcome)
         return _copy_row(stored[row_number])
+
+    async def resolve_first_waiting(
+        self, operation_id: UUID, key_prefix: str, outcome: Callable[[RowRecord], WaitOutcome]
+    ) -> RowRecord | None:
+        """End the wait of the first row waiting under the key prefix."""
+        row = await self.find_waiting(operation_id, key_prefix)
+        if row is None:
+            return None
+        return await self.resolve_wait(operation_id, row.row_number, row.signal_key, outcome(row))
 
     async def begin_retry(self, request: RetryRequest, now: datetime) -> RetryStart | None:
         """Snapshot, reset the qualifying rows and move the operation to Retrying, at once."""

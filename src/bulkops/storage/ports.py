@@ -241,6 +241,14 @@ class RowStore(Protocol):
         signal key (None for polling steps). Applies ``lifecycle.resolve_wait`` and returns
         the stored result, or None when the row was not waiting (someone else ended it)."""
 
+    async def resolve_first_waiting(
+        self, operation_id: UUID, key_prefix: str, outcome: Callable[[RowRecord], WaitOutcome]
+    ) -> RowRecord | None:
+        """``find_waiting`` and ``resolve_wait`` in one transaction: end the wait of the row
+        that started waiting first under ``key_prefix`` with ``outcome(row)``, and return
+        the stored result; None when no row waits under it. Concurrent calls never end one
+        row twice, and each ends a row when enough rows wait."""
+
 
 class RetryStore(Protocol):
     """Retry rounds and their history (implemented by the same object as the row store)."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from uuid import UUID
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
@@ -109,8 +111,8 @@ async def read_batch(
     return [decode(values) for values in found]
 
 
-async def find_waiting(db: Database, operation_id: UUID, key_prefix: str) -> RowRecord | None:
-    """``RowStore.find_waiting``: the first row waiting under the key prefix."""
+def _first_waiting(operation_id: UUID, key_prefix: str) -> tuple[str, tuple[object, ...]]:
+    """The query of the first row waiting under a key prefix, and its parameters."""
     escaped = key_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     # The row number closes the key, so a user key that is a prefix of another ("a" and
     # "a:b") never matches the other's rows.
@@ -119,10 +121,39 @@ async def find_waiting(db: Database, operation_id: UUID, key_prefix: str) -> Row
         "AND signal_key LIKE %s AND signal_key = %s || row_number::text "
         "ORDER BY waiting_since, row_number LIMIT 1"
     )
-    params = (operation_id, _WAITING, escaped + "%", key_prefix)
+    return sql, (operation_id, _WAITING, escaped + "%", key_prefix)
+
+
+async def find_waiting(db: Database, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+    """``RowStore.find_waiting``: the first row waiting under the key prefix."""
+    sql, params = _first_waiting(operation_id, key_prefix)
     async with db.read() as conn:
         found = (await conn.exec_driver_sql(sql, params)).first()
     return None if found is None else row_decoder(operation_id)(found)
+
+
+def _wait_condition(
+    operation_id: UUID, row_number: int, signal_key: str | None
+) -> tuple[str, tuple[object, ...]]:
+    """The row still waits, under that key (or none, for polling steps)."""
+    key_clause = "signal_key IS NULL" if signal_key is None else "signal_key = %s"
+    condition = f"operation_id = %s AND row_number = %s AND state = %s AND {key_clause}"
+    params: tuple[object, ...] = (operation_id, row_number, _WAITING) + (
+        () if signal_key is None else (signal_key,)
+    )
+    return condition, params
+
+
+_END_WAIT = ", ".join(f"{name} = %s" for name in WAIT_END_COLUMNS)
+
+
+async def _end_wait(conn: AsyncConnection, row: RowRecord, outcome: WaitOutcome) -> RowRecord:
+    """Store the end of a wait of a row locked in this transaction."""
+    resolved = lifecycle.resolve_wait(row, outcome)
+    condition, params = _wait_condition(row.operation_id, row.row_number, row.signal_key)
+    update = f"UPDATE row_records SET {_END_WAIT} WHERE {condition}"
+    await conn.exec_driver_sql(update, wait_end_values(resolved, postgres_timestamp) + params)
+    return resolved
 
 
 async def resolve_wait(
@@ -133,19 +164,27 @@ async def resolve_wait(
     outcome: WaitOutcome,
 ) -> RowRecord | None:
     """``RowStore.resolve_wait``: the row is locked between the read and the update."""
-    key_clause = "signal_key IS NULL" if signal_key is None else "signal_key = %s"
-    condition = f"operation_id = %s AND row_number = %s AND state = %s AND {key_clause}"
-    params: tuple[object, ...] = (operation_id, row_number, _WAITING) + (
-        () if signal_key is None else (signal_key,)
-    )
+    condition, params = _wait_condition(operation_id, row_number, signal_key)
     select = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition} FOR UPDATE"
-    assignments = ", ".join(f"{name} = %s" for name in WAIT_END_COLUMNS)
-    update = f"UPDATE row_records SET {assignments} WHERE {condition}"
     async with db.write() as conn:
         found = (await conn.exec_driver_sql(select, params)).first()
         if found is None:
             return None
-        resolved = lifecycle.resolve_wait(row_decoder(operation_id)(found), outcome)
-        values = wait_end_values(resolved, postgres_timestamp)
-        await conn.exec_driver_sql(update, values + params)
-    return resolved
+        return await _end_wait(conn, row_decoder(operation_id)(found), outcome)
+
+
+async def resolve_first_waiting(
+    db: Database,
+    operation_id: UUID,
+    key_prefix: str,
+    outcome: Callable[[RowRecord], WaitOutcome],
+) -> RowRecord | None:
+    """``RowStore.resolve_first_waiting``: the first waiting row that no concurrent signal
+    holds is locked, then ended, in one transaction."""
+    sql, params = _first_waiting(operation_id, key_prefix)
+    async with db.write() as conn:
+        found = (await conn.exec_driver_sql(sql + " FOR UPDATE SKIP LOCKED", params)).first()
+        if found is None:
+            return None
+        row = row_decoder(operation_id)(found)
+        return await _end_wait(conn, row, outcome(row))

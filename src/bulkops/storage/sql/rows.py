@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -214,3 +214,12 @@ class RowMethods(SqlBase):
             resolver = sqlite.resolve_wait(operation_id, row_number, signal_key, outcome)
             return await self._db.write_sqlite(resolver)
         return await postgres.resolve_wait(self._db, operation_id, row_number, signal_key, outcome)
+
+    async def resolve_first_waiting(
+        self, operation_id: UUID, key_prefix: str, outcome: Callable[[RowRecord], WaitOutcome]
+    ) -> RowRecord | None:
+        """End the wait of the first row waiting under the key prefix, in one transaction."""
+        if self._db.is_sqlite:
+            resolver = sqlite.resolve_first_waiting(operation_id, key_prefix, outcome)
+            return await self._db.write_sqlite(resolver)
+        return await postgres.resolve_first_waiting(self._db, operation_id, key_prefix, outcome)

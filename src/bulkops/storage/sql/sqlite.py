@@ -119,10 +119,8 @@ def read_batch(
     return read
 
 
-def find_waiting(
-    operation_id: UUID, key_prefix: str
-) -> Callable[[sqlite3.Connection], RowRecord | None]:
-    """``RowStore.find_waiting`` in one hop."""
+def _first_waiting(operation_id: UUID, key_prefix: str) -> tuple[str, tuple[object, ...]]:
+    """The query of the first row waiting under a key prefix, and its parameters."""
     # The keys starting with the prefix form one range of the (operation_id, signal_key)
     # index: the prefix ends with ":", so they all sort below the prefix with ";" instead.
     # The row number closes the key, so a user key that is a prefix of another ("a" and
@@ -139,6 +137,14 @@ def find_waiting(
         key_prefix,
         RowState.WAITING_FOR_COMPLETION.value,
     )
+    return sql, params
+
+
+def find_waiting(
+    operation_id: UUID, key_prefix: str
+) -> Callable[[sqlite3.Connection], RowRecord | None]:
+    """``RowStore.find_waiting`` in one hop."""
+    sql, params = _first_waiting(operation_id, key_prefix)
 
     def find(connection: sqlite3.Connection) -> RowRecord | None:
         found = connection.execute(sql, params).fetchone()
@@ -147,11 +153,10 @@ def find_waiting(
     return find
 
 
-def resolve_wait(
-    operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
-) -> Callable[[sqlite3.Connection], RowRecord | None]:
-    """``RowStore.resolve_wait`` in one hop (inside the writer's ``BEGIN IMMEDIATE``, so the
-    read and the update cannot be split by another writer)."""
+def _wait_condition(
+    operation_id: UUID, row_number: int, signal_key: str | None
+) -> tuple[str, tuple[object, ...]]:
+    """The row still waits, under that key (or none, for polling steps)."""
     key_clause = "signal_key IS NULL" if signal_key is None else "signal_key = ?"
     condition = f"operation_id = ? AND row_number = ? AND state = ? AND {key_clause}"
     params: tuple[object, ...] = (
@@ -159,17 +164,50 @@ def resolve_wait(
         row_number,
         RowState.WAITING_FOR_COMPLETION.value,
     ) + (() if signal_key is None else (signal_key,))
+    return condition, params
+
+
+_END_WAIT = ", ".join(f"{name} = ?" for name in WAIT_END_COLUMNS)
+
+
+def _end_wait(connection: sqlite3.Connection, row: RowRecord, outcome: WaitOutcome) -> RowRecord:
+    """Store the end of a wait of a row read in this transaction."""
+    resolved = lifecycle.resolve_wait(row, outcome)
+    condition, params = _wait_condition(row.operation_id, row.row_number, row.signal_key)
+    update = f"UPDATE row_records SET {_END_WAIT} WHERE {condition}"
+    connection.execute(update, wait_end_values(resolved, sqlite_timestamp) + params)
+    return resolved
+
+
+def resolve_wait(
+    operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+) -> Callable[[sqlite3.Connection], RowRecord | None]:
+    """``RowStore.resolve_wait`` in one hop (inside the writer's ``BEGIN IMMEDIATE``, so the
+    read and the update cannot be split by another writer)."""
+    condition, params = _wait_condition(operation_id, row_number, signal_key)
     select = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition}"
-    assignments = ", ".join(f"{name} = ?" for name in WAIT_END_COLUMNS)
-    update = f"UPDATE row_records SET {assignments} WHERE {condition}"
 
     def resolve(connection: sqlite3.Connection) -> RowRecord | None:
         found = connection.execute(select, params).fetchone()
         if found is None:
             return None
-        resolved = lifecycle.resolve_wait(row_decoder(operation_id)(found), outcome)
-        connection.execute(update, wait_end_values(resolved, sqlite_timestamp) + params)
-        return resolved
+        return _end_wait(connection, row_decoder(operation_id)(found), outcome)
+
+    return resolve
+
+
+def resolve_first_waiting(
+    operation_id: UUID, key_prefix: str, outcome: Callable[[RowRecord], WaitOutcome]
+) -> Callable[[sqlite3.Connection], RowRecord | None]:
+    """``RowStore.resolve_first_waiting`` in one hop of the writer."""
+    sql, params = _first_waiting(operation_id, key_prefix)
+
+    def resolve(connection: sqlite3.Connection) -> RowRecord | None:
+        found = connection.execute(sql, params).fetchone()
+        if found is None:
+            return None
+        row = row_decoder(operation_id)(found)
+        return _end_wait(connection, row, outcome(row))
 
     return resolve
 
