@@ -104,3 +104,28 @@ def test_stopped_worker_releases_and_the_next_resumes_without_rerunning(
     final = wait_terminal(url, operation_id)
     assert (final["status"], final["processedRows"], final["totalRows"]) == ("Completed", 4, 4)
     assert processed(tmp_path) == ["a", "b", "wait-c", "d"]
+
+
+def test_every_line_of_serve_is_json_when_asked_requests_included(
+    spawn: Callable[..., Process],
+) -> None:
+    process, url = serve(spawn, log_format="json")
+    operation_id = upload(
+        url, EXAMPLE.read_bytes(), "import-users", {"requestedBy": "e2e"}, "users.csv"
+    )
+    wait_terminal(url, operation_id)
+    access = f'"GET /api/bulks/{operation_id}/status HTTP/1.1" 200'
+
+    def entries() -> list[dict[str, str]]:
+        return [json.loads(line) for line in process.output().splitlines() if line.strip()]
+
+    wait_for(
+        lambda: any(access in e["message"] for e in entries()),
+        what="the access line of a status poll",
+    )
+    logged = entries()
+
+    assert any(e["logger"] == "uvicorn.access" and access in e["message"] for e in logged)
+    assert any(
+        e["logger"] == "uvicorn.error" and "startup complete" in e["message"] for e in logged
+    )

@@ -63,3 +63,4 @@ def configure(log_format: LogFormat = "text", level: int = logging.INFO) -> None
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)  # start-up noise
