@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, BinaryIO
@@ -237,3 +237,66 @@ def bounded_lines(fh: BinaryIO, limit: int = MAX_RECORD_BYTES) -> Iterator[bytes
         while (rest := fh.readline(limit)) and not rest.endswith(b"\n"):
             pass
         yield None
+
+
+SCAN_BLOCK = 1024 * 1024
+
+
+def _line_blocks(fh: BinaryIO, block_size: int) -> Iterator[bytes | None]:
+    """Blocks of whole lines, each ending with LF (one is added to a last line without
+    it); None in place of a line longer than a record may be, and nothing after it."""
+    carry = b""
+    while block := fh.read(block_size):
+        text = carry + block if carry else block
+        cut = text.rfind(b"\n") + 1
+        carry = text[cut:]
+        if len(carry) > MAX_RECORD_BYTES:
+            yield None
+            return
+        if cut:
+            yield text[:cut]
+    if carry:
+        yield carry + b"\n"
+
+
+def scan_lines(
+    fh: BinaryIO,
+    chunk_rows: int,
+    *,
+    blank: bytes,
+    usable: Callable[[bytes], bool] = lambda _: True,
+    block_size: int = SCAN_BLOCK,
+) -> tuple[int, list[tuple[int, int]]] | None:
+    """Count the rows of a file whose rows are its lines, from the current position, and
+    with ``chunk_rows`` find the byte offsets where rows 1, 1 + chunk_rows, ... begin.
+
+    A line is a row unless only ``blank`` bytes remain once they are stripped from both
+    ends. The file is read in blocks, split on LF in C: a tenth of the cost of reading it
+    record by record. Returns None, having decided nothing, when a block of whole lines is
+    not ``usable``, is not valid UTF-8, or a line is longer than a record may be: the
+    caller then counts with its parser, which also names the row at fault.
+    """
+    offset = fh.tell()
+    count = 0
+    starts: list[tuple[int, int]] = []
+    first = 1 % chunk_rows if chunk_rows else -1
+    for lines in _line_blocks(fh, block_size):
+        if lines is None or not usable(lines) or not _utf8(lines):
+            return None
+        for line in lines.split(b"\n")[:-1]:
+            if len(line) >= MAX_RECORD_BYTES:
+                return None
+            if line.strip(blank):
+                count += 1
+                if chunk_rows and count % chunk_rows == first:
+                    starts.append((count, offset))
+            offset += len(line) + 1
+    return count, starts
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

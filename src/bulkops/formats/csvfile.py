@@ -21,6 +21,7 @@ from bulkops.formats.base import (
     match_columns,
     not_utf8_message,
     renamed,
+    scan_lines,
     too_large_message,
 )
 
@@ -242,7 +243,30 @@ def chunk_csv(
 ) -> tuple[int, list[tuple[int, int]]]:
     """Count the data rows as ``read_csv`` numbers them and, with ``chunk_rows``, find
     where rows 1, 1 + chunk_rows, ... begin: (row number, byte offset; -1 when the file
-    cannot be read from an offset)."""
+    cannot be read from an offset).
+
+    Without a quote after the header every non-blank line is one record, and the lines
+    are counted in blocks; otherwise the csv parser counts the records.
+    """
+    with path.open("rb") as fh, _Lines(fh, track=False) as lines:
+        _read_header(csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter))
+        if lines.seekable:
+            fh.seek(lines.tell())
+            counted = scan_lines(fh, chunk_rows, blank=b"\r", usable=_one_record_a_line)
+            if counted is not None:
+                return counted
+    return _parse_chunks(path, chunk_rows, delimiter)
+
+
+def _one_record_a_line(lines: bytes) -> bool:
+    """No quoted field can span lines, and every CR ends a line with its LF."""
+    return b'"' not in lines and lines.count(b"\r") == lines.count(b"\r\n")
+
+
+def _parse_chunks(
+    path: Path, chunk_rows: int, delimiter: str | None
+) -> tuple[int, list[tuple[int, int]]]:
+    """``chunk_csv`` by parsing every record."""
     with path.open("rb") as fh, _Lines(fh, track=False) as lines:
         reader = csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter)
         _read_header(reader)

@@ -18,6 +18,7 @@ from bulkops.formats.base import (
     clip,
     decode_json,
     not_utf8_message,
+    scan_lines,
     too_deep_message,
     too_large_message,
 )
@@ -107,7 +108,16 @@ def count_jsonl(path: Path) -> int:
 
 def chunk_jsonl(path: Path, chunk_rows: int) -> tuple[int, list[tuple[int, int]]]:
     """Count the rows as ``read_jsonl`` numbers them and, with ``chunk_rows``, find the
-    byte offsets where rows 1, 1 + chunk_rows, ... begin."""
+    byte offsets where rows 1, 1 + chunk_rows, ... begin (in blocks of lines when it can,
+    line by line when a block is not valid UTF-8 or holds a line too long to read)."""
+    with path.open("rb") as fh:
+        _lines(fh)  # past any BOM
+        counted = scan_lines(fh, chunk_rows, blank=_WS_TEXT.encode())
+    return _parse_chunks(path, chunk_rows) if counted is None else counted
+
+
+def _parse_chunks(path: Path, chunk_rows: int) -> tuple[int, list[tuple[int, int]]]:
+    """``chunk_jsonl`` line by line, naming the first line that is not UTF-8."""
     count = 0
     starts: list[tuple[int, int]] = []
     with path.open("rb") as fh:
