@@ -140,6 +140,10 @@ class RowRunner(RowBasics):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._process = direct_call(getattr(self.instance, "process_row"))  # noqa: B009
+        controls = self.definition.controls
+        self._direct = not self.definition.overrides_validate_row and (
+            controls.rate_limit is None or self.pacer is None
+        )
 
     async def run(self, raw: RawRow, existing: RowRecord | None = None) -> RowRecord:
         """Validate and process one raw row; never raises for row-level problems."""
@@ -168,14 +172,20 @@ class RowRunner(RowBasics):
     async def run_fresh(self, raw: RawRow) -> RowRecord | datetime:
         """``run`` for a row never run before (only when ``plain``): the failed record, or
         just the completion time when the row completed."""
-        prepared = await self.prepare(raw)
-        if isinstance(prepared, RowRecord):
-            return prepared
-        await self.pace()
+        if self._direct:  # no validate_row, no rate limit: nothing to await but the row
+            row = self.parse(raw)
+            if isinstance(row, RowRecord):
+                return row
+        else:
+            prepared = await self.prepare(raw)
+            if isinstance(prepared, RowRecord):
+                return prepared
+            await self.pace()
+            row = prepared[0]
         try:
-            await self._process(prepared[0], self.metadata)
+            await self._process(row, self.metadata)
         except Exception as exc:
-            record = self.new_record(raw, RowState.FAILED, prepared[1])
+            record = self.new_record(raw, RowState.FAILED)
             record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
             return record
         return self._clock.now()

@@ -250,21 +250,21 @@ class Run:
     async def _run_sequential(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
         recorder = self._recorder
         fresh = runner if isinstance(runner, RowRunner) and runner.plain else None
-        took, name, clock = self._p.metrics.row_took, self.record.operation_name, perf_counter
+        took, clock = self._p.metrics.row_timer(self.record.operation_name), perf_counter
         async for batch in rows:
             for raw, existing in batch:
                 started = clock()
                 if fresh is not None and existing is None:
                     # The hot path: a completed row becomes a number in a run, no record.
                     done = await fresh.run_fresh(raw)
-                    took(name, clock() - started)
+                    took(clock() - started)
                     if isinstance(done, datetime):
                         recorder.add_completed(raw.number, done)
                         continue
                     self._add(done)
                 else:
                     self._add(await runner.run(raw, existing))
-                    took(name, clock() - started)
+                    took(clock() - started)
                 if self._over_budget():
                     return  # no further row starts
             if recorder.full:
@@ -272,13 +272,12 @@ class Run:
             await asyncio.sleep(0)  # let HTTP requests and other operations in
 
     async def _run_window(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
-        name, metrics = self.record.operation_name, self._p.metrics
         window = Window(
             self._config.max_row_concurrency,
             self._slots,
             self._add,
             self._recorder,
-            timer=lambda seconds: metrics.row_took(name, seconds),
+            timer=self._p.metrics.row_timer(self.record.operation_name),
         )
         try:
             async for batch in rows:

@@ -9,8 +9,7 @@ million-row file cannot afford a locked ``Histogram.observe`` per row.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -48,12 +47,19 @@ class _RowLatencies(Collector):
     """Cumulative row-latency buckets per operation, exported as a histogram."""
 
     def __init__(self) -> None:
-        self._counts: dict[str, list[int]] = defaultdict(lambda: [0] * (len(ROW_BUCKETS) + 1))
-        self._sums: dict[str, float] = defaultdict(float)
+        self._counts: dict[str, list[int]] = {}
+        self._sums: dict[str, list[float]] = {}  # one number each, updated in place
 
-    def observe(self, operation: str, seconds: float) -> None:
-        self._counts[operation][bisect_left(ROW_BUCKETS, seconds)] += 1
-        self._sums[operation] += seconds
+    def observer(self, operation: str) -> Callable[[float], None]:
+        """Count one row's seconds for ``operation``, its counters looked up once."""
+        counts = self._counts.setdefault(operation, [0] * (len(ROW_BUCKETS) + 1))
+        total = self._sums.setdefault(operation, [0.0])
+
+        def observe(seconds: float) -> None:
+            counts[bisect_left(ROW_BUCKETS, seconds)] += 1
+            total[0] += seconds
+
+        return observe
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = HistogramMetricFamily(
@@ -66,7 +72,7 @@ class _RowLatencies(Collector):
             for bound, count in zip((*map(str, ROW_BUCKETS), "+Inf"), counts, strict=True):
                 total += count
                 buckets.append((bound, float(total)))
-            family.add_metric([operation], buckets, self._sums[operation])
+            family.add_metric([operation], buckets, self._sums[operation][0])
         yield family
 
 
@@ -139,9 +145,9 @@ class Metrics:
         if failed:
             self._rows_of(operation, "failed").inc(failed)
 
-    def row_took(self, operation: str, seconds: float) -> None:
-        """One row's processing time."""
-        self._row_latencies.observe(operation, seconds)
+    def row_timer(self, operation: str) -> Callable[[float], None]:
+        """Record the processing times of ``operation``'s rows (a call per row)."""
+        return self._row_latencies.observer(operation)
 
     def step_took(self, operation: str, step: str, seconds: float) -> None:
         """One step's time."""
