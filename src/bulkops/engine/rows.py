@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import pydantic
+from pydantic_core import SchemaValidator
 
 from bulkops.clock import CoarseClock
 from bulkops.definition.controls import RateLimit
@@ -24,6 +26,8 @@ from bulkops.errors import ValidationError
 from bulkops.formats import RawRow
 from bulkops.storage.records import RowRecord, StepState
 from bulkops.storage.states import ErrorType, RowState
+
+UNREADABLE = "Row could not be read"  # a row the reader could not split into values
 
 
 class RowBasics:
@@ -43,7 +47,7 @@ class RowBasics:
         self.metadata = metadata
         self.operation_id = operation_id
         self.pacer = pacer
-        self._validate_model = definition.row_model.model_validate
+        self._validate_model = _validator(definition.row_model)
         self._keep_data = definition.track_row_data
         self._clock = CoarseClock()
         self._validate = direct_call(instance.validate_row)
@@ -85,7 +89,7 @@ class RowBasics:
         Sources leave empty CSV cells out of ``raw.values``, so they count as missing.
         """
         if raw.error is not None or raw.values is None:
-            return self.invalid(raw, ErrorType.VALIDATION, raw.error or "Row could not be read")
+            return self.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE)
         try:
             row: Row = self._validate_model(raw.values)
         except pydantic.ValidationError as exc:
@@ -126,6 +130,15 @@ class RowBasics:
         rate = rate if step_name is not None else self.definition.controls.rate_limit
         if rate is not None and self.pacer is not None:
             await self.pacer.before(rate_key(self.definition.name, step_name), rate)
+
+
+def _validator(model: type[Row]) -> Callable[[Any], Row]:
+    """``model.model_validate`` without its Python wrapper (a call per row), once the
+    model's schema is built."""
+    validator = model.__pydantic_validator__
+    if isinstance(validator, SchemaValidator):
+        return cast(Callable[[Any], Row], validator.validate_python)
+    return model.model_validate
 
 
 def _attempt(record: RowRecord, existing: RowRecord | None) -> RowRecord:
@@ -173,9 +186,12 @@ class RowRunner(RowBasics):
         """``run`` for a row never run before (only when ``plain``): the failed record, or
         just the completion time when the row completed."""
         if self._direct:  # no validate_row, no rate limit: nothing to await but the row
-            row = self.parse(raw)
-            if isinstance(row, RowRecord):
-                return row
+            if raw.error is not None or raw.values is None:
+                return self.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE)
+            try:
+                row = self._validate_model(raw.values)
+            except pydantic.ValidationError as exc:
+                return self.invalid(raw, ErrorType.VALIDATION, describe_errors(exc))
         else:
             prepared = await self.prepare(raw)
             if isinstance(prepared, RowRecord):
