@@ -1,0 +1,141 @@
+"""The recorder holds the producer back while a write is in flight: at twice ``flush_rows``
+row records, or ``RUN_ROOM`` times ``flush_rows`` plain completions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+
+from bulkops.engine.persistence import StorageRetry
+from bulkops.engine.recorder import RUN_ROOM, RowRecorder
+from bulkops.storage.records import (
+    CompletedRun,
+    EventRecord,
+    Fence,
+    OperationRecord,
+    ProgressDelta,
+    RowRecord,
+)
+from bulkops.storage.states import OperationStatus, RowState
+
+FLUSH = 10
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class HeldStore:
+    """A row store whose writes wait until the test lets them through."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()  # a write is waiting at the gate
+        self.writes: list[tuple[int, int]] = []  # (records, plain rows) per write
+
+    async def save(
+        self,
+        operation_id: uuid.UUID,
+        rows: Sequence[RowRecord],
+        delta: ProgressDelta,
+        events: Sequence[EventRecord] = (),
+        *,
+        fence: Fence | None = None,
+        completed: Sequence[CompletedRun] = (),
+    ) -> OperationStatus:
+        self.entered.set()
+        await self.gate.wait()
+        plain = sum(run.last - run.first + 1 for run in completed)
+        self.writes.append((len(rows), plain))
+        return OperationStatus.RUNNING
+
+
+def recorder(store: HeldStore) -> tuple[RowRecorder, OperationRecord]:
+    operation = OperationRecord(
+        id=uuid.uuid4(),
+        operation_name="op",
+        status=OperationStatus.RUNNING,
+        created_by="t",
+        created_at=AT,
+        source="api",
+        file_id="f",
+        file_name="f.csv",
+        file_size=1,
+        file_format="csv",
+        metadata={},
+    )
+    made = RowRecorder(
+        operation,
+        store,  # type: ignore[arg-type]
+        fence=Fence("w"),
+        flush_rows=FLUSH,
+        flush_interval=60,
+        retry=StorageRetry(0),
+        on_status=lambda _: None,
+        on_failure=lambda exc: None,
+    )
+    return made, operation
+
+
+@contextlib.asynccontextmanager
+async def started(rows: RowRecorder, store: HeldStore) -> AsyncIterator[None]:
+    """The recorder's writer runs; a failed assertion never leaves it at the gate."""
+    rows.start()
+    try:
+        yield
+    finally:
+        store.gate.set()
+        await rows.abandon()
+
+
+def record(operation: OperationRecord, number: int) -> RowRecord:
+    return RowRecord(operation_id=operation.id, row_number=number, state=RowState.COMPLETED)
+
+
+async def test_records_hold_the_producer_at_twice_flush_rows() -> None:
+    store = HeldStore()
+    rows, operation = recorder(store)
+    async with started(rows, store):
+        await _records_hold(rows, store, operation)
+
+
+async def _records_hold(rows: RowRecorder, store: HeldStore, operation: OperationRecord) -> None:
+    for number in range(1, 2 * FLUSH):
+        rows.add(record(operation, number))
+    await asyncio.wait_for(store.entered.wait(), 5)  # a write of those rows is in flight
+    assert not rows.full
+    for number in range(2 * FLUSH, 4 * FLUSH):
+        rows.add(record(operation, number))
+
+    assert rows.full
+    store.gate.set()
+    await asyncio.wait_for(rows.wait_room(), 5)
+    assert not rows.full
+    await rows.close()
+    assert sum(records for records, _ in store.writes) == 4 * FLUSH - 1
+
+
+async def test_plain_completions_run_on_until_run_room_times_flush_rows() -> None:
+    store = HeldStore()
+    rows, _ = recorder(store)
+    async with started(rows, store):
+        await _runs_hold(rows, store)
+
+
+async def _runs_hold(rows: RowRecorder, store: HeldStore) -> None:
+    rows.add_completed(1, AT)
+    for number in range(2, FLUSH + 1):
+        rows.add_completed(number, AT)
+    await asyncio.wait_for(store.entered.wait(), 5)  # a write of FLUSH rows is in flight
+    limit = RUN_ROOM * FLUSH
+    for number in range(FLUSH + 1, FLUSH + limit):
+        rows.add_completed(number, AT)
+    assert not rows.full  # far beyond twice flush_rows, no wait
+
+    rows.add_completed(FLUSH + limit, AT)
+
+    assert rows.full
+    store.gate.set()
+    await asyncio.wait_for(rows.wait_room(), 5)
+    await rows.close()
+    assert store.writes == [(0, FLUSH), (0, limit)]  # the rest in one transaction
