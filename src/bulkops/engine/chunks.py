@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from itertools import dropwhile, islice
@@ -34,6 +35,7 @@ class ChunkRun(Run):
         held = Held(record.id, processor.config.worker_id, chunk.index)
         super().__init__(processor, record, held)
         self.chunk = chunk
+        self.rows_done = asyncio.Event()  # every row ran; the last write may be in flight
 
     async def _process(self) -> None:
         definition = self._definition()
@@ -59,6 +61,7 @@ class ChunkRun(Run):
                     self._stores.rows, self.record.id, after=chunk.first_row - 1
                 )
                 await self._run(FileRows(self._in_range(reader), stored), runner)
+                self.rows_done.set()
             finally:
                 reader.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
@@ -34,6 +35,9 @@ from bulkops.storage.ports import (
 from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.states import OperationStatus, RowState
 from bulkops.storage.wakeups import NoWakeUps
+
+if TYPE_CHECKING:
+    from bulkops.engine.chunks import ChunkRun
 
 log = logging.getLogger("bulkops.engine")
 
@@ -95,7 +99,7 @@ class Processor:
         the rows a retry reset."""
         return OperationRun(self, record)
 
-    def start_chunk(self, record: OperationRecord, chunk: ChunkRecord) -> Run:
+    def start_chunk(self, record: OperationRecord, chunk: ChunkRecord) -> ChunkRun:
         """A run for a chunk this worker has just claimed."""
         from bulkops.engine.chunks import ChunkRun
 

@@ -187,14 +187,17 @@ class WorkScheduler:
             if self._serves(record):
                 self.enqueue(record.id)
 
-    def offer_chunks(self, count: int) -> None:
-        """Queue turns to claim up to ``count`` chunks, within the free slots."""
+    def offer_chunks(self, count: int) -> int:
+        """Queue turns to claim up to ``count`` chunks, within the free slots; how many."""
         free = self._config.worker_count - self._turns
+        offered = 0
         for _ in range(min(count, free)):
             if self._stopping:
-                return
+                break
             self._turns += 1
             self._queue.put_nowait(_TURN)
+            offered += 1
+        return offered
 
     async def poll_chunks(self) -> None:
         """Queue turns for the chunks any process could claim now (Pending or abandoned)."""
@@ -292,23 +295,26 @@ class WorkScheduler:
             self._active.pop(operation_id, None)
 
     async def _take_turn(self) -> None:
-        claimed = False
+        claimed = offered = False
         try:
             if not self._stopping:
-                claimed = await self._run_chunk()
+                claimed, offered = await self._run_chunk()
         except StorageError:
             log.warning("Could not claim or process a chunk; will retry later", exc_info=True)
         finally:
             self._turns -= 1
-        if claimed:
+        if claimed and not offered:
             self.offer_chunks(1)  # there may be more: keep this slot draining them
 
-    async def _run_chunk(self) -> bool:
-        """Claim one chunk and process it; False when there was none to claim.
+    async def _run_chunk(self) -> tuple[bool, bool]:
+        """Claim one chunk and process it. Returns whether a chunk was claimed, and whether
+        the next turn was offered before this one ended.
 
-        A process works on one chunk of an operation at a time: within a process the
-        operation's parallelism stays its MaxRowConcurrency, as when it is not split, and
-        the other chunks are left to other processes (or to this one, chunk after chunk).
+        A process works on the rows of one chunk of an operation at a time: within a
+        process the operation's parallelism stays its MaxRowConcurrency, as when it is not
+        split, and the other chunks are left to other processes (or to this one, chunk
+        after chunk). Once a chunk's rows are all processed, the next chunk may be claimed
+        while this one's last write and its end are still being stored.
         """
         names = [definition.name for definition in self._processor.registry]
         chunks = self._processor.stores.chunks
@@ -317,24 +323,35 @@ class WorkScheduler:
                 names, self._worker_id, utcnow(), self._stale_before(), exclude=self._chunked
             )
             if chunk is None:
-                return False
+                return False, False
             self._chunked.add(chunk.operation_id)
-        try:
-            await self._process_chunk(chunk)
-        finally:
-            self._chunked.discard(chunk.operation_id)
-        return True
+        released = False
 
-    async def _process_chunk(self, chunk: ChunkRecord) -> None:
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._chunked.discard(chunk.operation_id)
+
+        try:
+            offered = await self._process_chunk(chunk, release)
+        finally:
+            release()
+        return True, offered
+
+    async def _process_chunk(self, chunk: ChunkRecord, release: Callable[[], None]) -> bool:
+        """Process a claimed chunk; True when the next turn was offered while its last
+        write was being stored (``release`` lets this process claim another chunk of the
+        operation)."""
         chunks = self._processor.stores.chunks
         record = await self._operations.get(chunk.operation_id)
         if record is None or record.status is not OperationStatus.RUNNING:
             await chunks.end_chunk(chunk.operation_id, chunk.index, self._worker_id, done=False)
-            return
+            return False
         limit = self._config.max_resumes
         if chunk.resume_count > limit:
             await end_split(self._processor, record.id, _gave_up_chunk(chunk.index, limit))
-            return
+            return False
         if chunk.resume_count:
             log.warning(
                 "Resuming chunk %d of operation %s: its worker stopped responding",
@@ -352,10 +369,18 @@ class WorkScheduler:
         key = (record.id, chunk.index)
         task = asyncio.create_task(run.execute())
         self._active[key] = (run, task)
+        offered = False
         try:
+            rows_done = asyncio.create_task(run.rows_done.wait())
+            await asyncio.wait({task, rows_done}, return_when=asyncio.FIRST_COMPLETED)
+            rows_done.cancel()
+            if not task.done() and run.rows_done.is_set() and not self._stopping:
+                release()
+                offered = self.offer_chunks(1) > 0
             await task
         finally:
             self._active.pop(key, None)
+        return offered
 
     async def _handle(self, operation_id: UUID) -> None:
         record = await self._operations.get(operation_id)
