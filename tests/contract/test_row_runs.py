@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bulkops.storage.records import ProgressDelta, RowQuery, RowRecord
+from bulkops.definition.operation import PROCESS_STEP
+from bulkops.storage.records import CompletedRun, ProgressDelta, RowQuery, RowRecord
 from bulkops.storage.states import ErrorType, RowState
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
 
@@ -76,3 +77,26 @@ async def test_a_batch_repeating_a_row_keeps_the_last_write(
     last = make_row(op.id, 1, state=RowState.FAILED, error_type=ErrorType.TIMEOUT)
     await stores.rows.save(op.id, [first, last], ProgressDelta())
     assert await stores.rows.get_row(op.id, 1) == last
+
+
+async def test_completed_runs_over_stored_rows_replace_them_and_write_the_rest(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation()
+    await stores.operations.add(op)
+    stale = make_row(op.id, 5, state=RowState.RUNNING, row_data={"a": 1}, completed_at=None)
+    await stores.rows.save(op.id, [stale], ProgressDelta())
+    at = BASE_TIME + timedelta(seconds=3)
+
+    status = await stores.rows.save(
+        op.id,
+        [],
+        ProgressDelta(10, 10, 0),
+        completed=[CompletedRun(1, 6, PROCESS_STEP, at), CompletedRun(7, 10, PROCESS_STEP, at)],
+    )
+
+    assert status is not None
+    expected = [plain(make_row, op.id, n, millis=3000) for n in range(1, 11)]
+    assert [await stores.rows.get_row(op.id, n) for n in range(1, 11)] == expected
+    record = await stores.operations.get(op.id)
+    assert record is not None and record.processed_rows == 10

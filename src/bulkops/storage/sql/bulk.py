@@ -95,11 +95,12 @@ SQLITE_RANGE_UPSERT = (
     f"SELECT ?, n, {_RANGE_SELECT.format(step='?', stamp='?')} FROM series WHERE true "
     f"{_CONFLICT}"
 )
-POSTGRES_RANGE_UPSERT = (
+POSTGRES_RANGE_INSERT = (
     f"INSERT INTO row_records ({_COLUMN_LIST}) "
     f"SELECT %s, n, {_RANGE_SELECT.format(step='%s', stamp='%s')} "
-    f"FROM generate_series(%s::int4, %s::int4) AS n {_CONFLICT}"
+    "FROM generate_series(%s::int4, %s::int4) AS n"
 )
+POSTGRES_RANGE_UPSERT = f"{POSTGRES_RANGE_INSERT} {_CONFLICT}"
 
 Run = CompletedRun  # (first, last, step name, completed at)
 

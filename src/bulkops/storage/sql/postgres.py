@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 from uuid import UUID
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
@@ -17,6 +19,7 @@ from bulkops.storage.records import (
     WaitOutcome,
 )
 from bulkops.storage.sql.bulk import (
+    POSTGRES_RANGE_INSERT,
     POSTGRES_RANGE_UPSERT,
     postgres_upsert,
     range_params,
@@ -77,13 +80,26 @@ async def save(
                 if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
                     raise _NotHeld  # rolls the counters back
             if ranges:
-                await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
+                await _insert_runs(conn, ranges)
             if others:
                 await conn.exec_driver_sql(upsert, params)
             await insert_events(conn, events)
     except _NotHeld:
         return None
     return OperationStatus(status)
+
+
+async def _insert_runs(conn: AsyncConnection, ranges: list[Any]) -> None:
+    """Insert runs of plain completions, which are new rows but for a resumed run's.
+
+    A plain INSERT costs PostgreSQL about a third less per row than one with ON CONFLICT;
+    should any row exist already, the savepoint is rolled back and the runs are upserted.
+    """
+    try:
+        async with conn.begin_nested():
+            await conn.exec_driver_sql(POSTGRES_RANGE_INSERT, ranges)
+    except IntegrityError:
+        await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
 
 
 class _NotHeld(Exception):
