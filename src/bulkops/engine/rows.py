@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from time import perf_counter
 from typing import Any, cast
 from uuid import UUID
 
@@ -181,6 +182,62 @@ class RowRunner(RowBasics):
         """Whether a fresh row that completes leaves nothing to record but its number
         and time (no row data kept, no business key): ``run_fresh`` applies."""
         return not (self.definition.track_row_data or self.definition.overrides_row_id)
+
+    async def run_plain(
+        self,
+        raws: Sequence[RawRow],
+        start: int,
+        completed: Callable[[int, datetime], None],
+        took: Callable[[float], None],
+    ) -> tuple[int, RowRecord] | None:
+        """Run rows never run before (only when ``plain``), ``raws[start:]`` in order: each
+        completed row goes to ``completed`` with its time, each row's seconds to ``took``.
+        Stops at the first row that fails and returns its index and record (None when
+        every row completed), so the caller can count it against the failure budget.
+
+        ``run_fresh`` in one loop for a batch: one coroutine per row fewer on the hot path.
+        """
+        clock = perf_counter
+        if not self._direct:
+            for index in range(start, len(raws)):
+                began = clock()
+                done = await self.run_fresh(raws[index])
+                took(clock() - began)
+                if isinstance(done, RowRecord):
+                    return index, done
+                completed(raws[index].number, done)
+            return None
+        validate, process, metadata, now = (
+            self._validate_model,
+            self._process,
+            self.metadata,
+            self._clock.now,
+        )
+        for index in range(start, len(raws)):
+            began = clock()
+            raw = raws[index]
+            values = raw.values
+            if raw.error is not None or values is None:
+                failed = self.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE)
+            else:
+                try:
+                    row = validate(values)
+                except pydantic.ValidationError as exc:
+                    failed = self.invalid(raw, ErrorType.VALIDATION, describe_errors(exc))
+                else:
+                    try:
+                        await process(row, metadata)
+                    except Exception as exc:
+                        failed = self.new_record(raw, RowState.FAILED)
+                        failed.error_type = ErrorType.PROCESSING
+                        failed.error_message = error_text(exc)
+                    else:
+                        completed(raw.number, now())
+                        took(clock() - began)
+                        continue
+            took(clock() - began)
+            return index, failed
+        return None
 
     async def run_fresh(self, raw: RawRow) -> RowRecord | datetime:
         """``run`` for a row never run before (only when ``plain``): the failed record, or

@@ -252,21 +252,31 @@ class Run:
         fresh = runner if isinstance(runner, RowRunner) and runner.plain else None
         took, clock = self._p.metrics.row_timer(self.record.operation_name), perf_counter
         async for batch in rows:
-            for raw, existing in batch:
-                started = clock()
-                if fresh is not None and existing is None:
-                    # The hot path: a completed row becomes a number in a run, no record.
-                    done = await fresh.run_fresh(raw)
-                    took(clock() - started)
-                    if isinstance(done, datetime):
-                        recorder.add_completed(raw.number, done)
-                        continue
-                    self._add(done)
-                else:
-                    self._add(await runner.run(raw, existing))
-                    took(clock() - started)
-                if self._over_budget():
-                    return  # no further row starts
+            if fresh is not None and all(existing is None for _, existing in batch):
+                # The hot path: a completed row becomes a number in a run, no record.
+                raws = [raw for raw, _ in batch]
+                start = 0
+                while stopped := await fresh.run_plain(raws, start, recorder.add_completed, took):
+                    index, failed = stopped
+                    self._add(failed)
+                    if self._over_budget():
+                        return  # no further row starts
+                    start = index + 1
+            else:
+                for raw, existing in batch:
+                    started = clock()
+                    if fresh is not None and existing is None:
+                        done = await fresh.run_fresh(raw)
+                        took(clock() - started)
+                        if isinstance(done, datetime):
+                            recorder.add_completed(raw.number, done)
+                            continue
+                        self._add(done)
+                    else:
+                        self._add(await runner.run(raw, existing))
+                        took(clock() - started)
+                    if self._over_budget():
+                        return  # no further row starts
             if recorder.full:
                 await recorder.wait_room()
             await asyncio.sleep(0)  # let HTTP requests and other operations in
