@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.client import TERMINAL, run_to_end, upload
+from benchmarks.client import TERMINAL, Run, run_to_end, upload
 from benchmarks.context import Context, data_dir
 from benchmarks.results import Result, at_least, at_most
 from benchmarks.service import Service, ServiceError
@@ -55,28 +55,39 @@ def read_latency(context: Context) -> Result:
     big_run = context.plain_run(context.inputs.csv)
     service = context.plain_run_service(context.inputs.csv)
     small_run = run_to_end(service, context.csv_of(SMALL_ROWS))
-    figures: dict[str, int | float | str] = {
-        "large_rows": big_run.rows,
-        "small_rows": small_run.rows,
-        "calls_per_route": CALLS,
-    }
-    result = Result(figures=figures)
-    with httpx.Client(base_url=service.url, timeout=60) as client:
-        large = _routes(big_run.operation_id, big_run.rows)
-        small = _routes(small_run.operation_id, small_run.rows)
-        for name in large:
-            big_ms, small_ms = _median_ms(client, large[name]), _median_ms(client, small[name])
-            figures[f"{name}_large_ms"] = round(big_ms, 2)
-            figures[f"{name}_small_ms"] = round(small_ms, 2)
-            result.checks.append(at_most(f"{name} on the large operation", big_ms, 20, "ms"))
-            ratio = big_ms / max(small_ms, 0.5)
-            result.ratios[f"{name}_large_vs_small"] = ratio
-            result.checks.append(at_most(f"{name} large vs small", ratio, 3, "x"))
+    result = Result(
+        figures={
+            "large_rows": big_run.rows,
+            "small_rows": small_run.rows,
+            "calls_per_route": CALLS,
+        }
+    )
+    compare_routes(service, big_run, small_run, result)
     result.notes.append(
         "Median of 10 calls after a warm-up, one keep-alive connection; the large operation is "
         "scenario 1's, in the same service and database as the small one."
     )
     return result
+
+
+def compare_routes(
+    service: Service, big_run: Run, small_run: Run, result: Result, *, label: str = ""
+) -> None:
+    """Time every read route on a large and a small operation of one service, adding the
+    figures and the checks (within 20 ms, within 3x) to ``result``."""
+    figures = result.figures
+    with httpx.Client(base_url=service.url, timeout=60) as client:
+        large = _routes(big_run.operation_id, big_run.rows)
+        small = _routes(small_run.operation_id, small_run.rows)
+        for name in large:
+            big_ms, small_ms = _median_ms(client, large[name]), _median_ms(client, small[name])
+            figures[f"{label}{name}_large_ms"] = round(big_ms, 2)
+            figures[f"{label}{name}_small_ms"] = round(small_ms, 2)
+            title = f"{label.replace('_', ' ')}{name}"
+            result.checks.append(at_most(f"{title} on the large operation", big_ms, 20, "ms"))
+            ratio = big_ms / max(small_ms, 0.5)
+            result.ratios[f"{label}{name}_large_vs_small"] = ratio
+            result.checks.append(at_most(f"{title} large vs small", ratio, 3, "x"))
 
 
 def _upload_all(url: str, paths: list[Path]) -> list[str]:

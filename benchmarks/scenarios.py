@@ -463,7 +463,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         11,
-        "PostgreSQL: the {rows}-row CSV file, API process + one worker",
+        "PostgreSQL: the {rows}-row CSV file, API process + one worker; read routes",
         ">= 0.4 x reference",
         postgres_throughput,
     ),
