@@ -12,6 +12,7 @@ import gc
 import inspect
 import logging
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -126,6 +127,19 @@ def _settle_memory(settings: Settings) -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
+# How often a thread waiting for the interpreter lock gets it (Python's default: 5 ms). The
+# event loop thread is busy with rows for long stretches, and a status request crosses to
+# a SQLite thread and back, waiting each time: at 0.5 ms the p99 of status polls during a
+# 1M-row import fell from 54-70 ms to 35-41 ms, with the same rows/s (benchmark scenario 6).
+SWITCH_INTERVAL = 0.0005
+
+
+def _settle_interpreter(settings: Settings) -> None:
+    """Garbage collection and lock hand-over tuned for a long-running service."""
+    _settle_memory(settings)
+    sys.setswitchinterval(SWITCH_INTERVAL)
+
+
 def _configure_logging(settings: Settings) -> None:
     from bulkops.observability.logs import configure
 
@@ -141,7 +155,7 @@ def serve(settings: Settings) -> None:
     from bulkops.api.app import create_app
 
     application = create_app(settings=settings)
-    _settle_memory(settings)
+    _settle_interpreter(settings)
     log.info(
         "bulkops %s instance on http://%s:%s (database %s)",
         settings.role,
@@ -165,7 +179,7 @@ def worker(settings: Settings) -> None:
 
     async def run() -> None:
         instance = Worker(settings=settings)
-        _settle_memory(settings)
+        _settle_interpreter(settings)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, instance.stop)
