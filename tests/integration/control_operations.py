@@ -62,6 +62,13 @@ class Batched(bo.BatchOperation[Meta, Item]):
         return [f"{name} refused" if name.startswith("no") else None for name in names]
 
 
+@bo.operation(
+    "batched-plain", batch_size=3, retryable=True, description="Batched, keeping no row data"
+)
+class BatchedPlain(Batched):
+    """The same batches; completed rows leave nothing but their number and time."""
+
+
 @bo.operation("limited", rate_limit="5/s", description="At most five calls a second")
 class Limited(bo.RowOperation[Meta, Item]):
     async def process_row(self, row: Item, metadata: Meta) -> None:
@@ -93,4 +100,4 @@ class Mapped(bo.RowOperation[Meta, Item]):
             raise RuntimeError("first attempt fails")
 
 
-ALL = [Tolerant, TolerantShare, Batched, Limited, StepLimited, Semicolons, Mapped]
+ALL = [Tolerant, TolerantShare, Batched, BatchedPlain, Limited, StepLimited, Semicolons, Mapped]

@@ -102,11 +102,15 @@ async def test_a_tolerated_percentage_counts_validation_failures_too(
 # --- batches ------------------------------------------------------------------------------
 
 
+BATCHED = pytest.mark.parametrize("batched", ["batched", "batched-plain"])
+
+
+@BATCHED
 async def test_batches_group_valid_rows_in_file_order_with_per_row_outcomes(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient, batched: str
 ) -> None:
     names = ["a", "invalid1", "b", "no-c", "d", "e", "f", "g"]
-    operation_id = await run(client, "batched", "name\n" + "\n".join(names) + "\n")
+    operation_id = await run(client, batched, "name\n" + "\n".join(names) + "\n")
     assert ops.BATCHES == [["a", "b", "no-c"], ["d", "e", "f"], ["g"]]
     status = (await client.get(f"/api/bulks/{operation_id}/status")).json()
     assert (status["status"], status["processedRows"], status["errorCount"]) == (
@@ -121,6 +125,12 @@ async def test_batches_group_valid_rows_in_file_order_with_per_row_outcomes(
         (2, "Validation", -1, "invalid on purpose"),
         (4, "Processing", 0, "no-c refused"),
     ]
+    rows = (await client.get(f"/api/bulks/{operation_id}/rows")).json()["items"]
+    assert [(r["rowNumber"], r["state"]) for r in rows] == [
+        (n, "Failed" if n in (2, 4) else "Completed") for n in range(1, 9)
+    ]
+    completed = [r["steps"][0] for r in rows if r["state"] == "Completed"]
+    assert all(s["state"] == "Completed" and s["completedAt"] for s in completed)
 
 
 async def test_a_batch_that_raises_fails_its_rows_and_they_retry_individually(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from bulkops.definition.models import Row
@@ -23,11 +24,15 @@ class BatchRunner(RowBasics):
         super().__init__(*args, **kwargs)
         self._process = direct_call(getattr(self.instance, "process_batch"))  # noqa: B009
 
-    async def run_batch(self, batch: Sequence[Pending]) -> list[RowRecord]:
+    async def run_batch(
+        self, batch: Sequence[Pending], completed: Callable[[int, datetime], None] | None = None
+    ) -> list[RowRecord]:
         """Process a batch and return each row's record; never raises for row problems.
 
         An exception fails every row of the batch with its text; a returned list gives each
-        row's failure message (None for success) and must be as long as the batch.
+        row's failure message (None for success) and must be as long as the batch. With
+        ``completed``, a fresh row that completes with nothing else to record (``plain``)
+        goes there with the batch's completion time instead of becoming a record.
         """
         outcomes: list[str | None]
         await self.pace()  # outside the try: a storage fault is not the batch's failure
@@ -37,10 +42,15 @@ class BatchRunner(RowBasics):
             outcomes = [error_text(exc)] * len(batch)
         else:
             outcomes = self._outcomes(result, len(batch))
-        return [
-            self._record(raw, existing, row_id, outcome)
-            for (raw, existing, _, row_id), outcome in zip(batch, outcomes, strict=True)
-        ]
+        done = completed if self.plain else None
+        at = self._clock.now()
+        records = []
+        for (raw, existing, _, row_id), outcome in zip(batch, outcomes, strict=True):
+            if done is not None and outcome is None and existing is None:
+                done(raw.number, at)
+            else:
+                records.append(self._record(raw, existing, row_id, outcome))
+        return records
 
     @staticmethod
     def _outcomes(result: object, size: int) -> list[str | None]:

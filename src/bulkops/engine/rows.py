@@ -53,6 +53,13 @@ class RowBasics:
         self._clock = CoarseClock()
         self._validate = direct_call(instance.validate_row)
 
+    @property
+    def plain(self) -> bool:
+        """Whether a fresh row that completes leaves nothing to record but its number
+        and time (no row data kept, no business key): it goes to the recorder as a number
+        in a run of completions, not as a record."""
+        return not (self.definition.track_row_data or self.definition.overrides_row_id)
+
     def new_record(self, raw: RawRow, state: RowState, row_id: str | None = None) -> RowRecord:
         """A record for a row, carrying its data when the operation tracks it."""
         return RowRecord(
@@ -176,12 +183,6 @@ class RowRunner(RowBasics):
         if existing is not None:
             record.retry_attempt = existing.retry_attempt
         return record
-
-    @property
-    def plain(self) -> bool:
-        """Whether a fresh row that completes leaves nothing to record but its number
-        and time (no row data kept, no business key): ``run_fresh`` applies."""
-        return not (self.definition.track_row_data or self.definition.overrides_row_id)
 
     async def run_plain(
         self,

@@ -316,10 +316,10 @@ class Run:
                         continue
                     pending.append((raw, existing, *prepared))
                     if len(pending) >= size:
-                        await window.launch(runner.run_batch(pending))
+                        await window.launch(runner.run_batch(pending, self._recorder.add_completed))
                         pending = []
             if pending and not self._over_budget():
-                await window.launch(runner.run_batch(pending))
+                await window.launch(runner.run_batch(pending, self._recorder.add_completed))
             await window.finish()
         finally:
             await window.cancel()
