@@ -100,7 +100,7 @@ class RowRecorder:
         size = len(buffer) + self._run_rows
         if size >= self._flush_rows:
             self._wake.set()
-            if len(buffer) >= 2 * self._flush_rows or size >= RUN_ROOM * self._flush_rows:
+            if not self._has_room():
                 self._room.clear()
 
     def add_completed(self, number: int, at: datetime) -> None:
@@ -119,10 +119,11 @@ class RowRecorder:
         size = len(self._buffer) + self._run_rows
         if size >= self._flush_rows:
             self._wake.set()
-            if size >= RUN_ROOM * self._flush_rows:
+            if not self._has_room():
                 self._room.clear()
 
     def _has_room(self) -> bool:
+        """Below twice ``flush_rows`` records and ``RUN_ROOM`` times ``flush_rows`` rows."""
         buffered = len(self._buffer)
         return (
             buffered < 2 * self._flush_rows

@@ -10,9 +10,8 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from time import perf_counter
 from typing import TYPE_CHECKING
 
@@ -252,34 +251,38 @@ class Run:
         fresh = runner if isinstance(runner, RowRunner) and runner.plain else None
         took, clock = self._p.metrics.row_timer(self.record.operation_name), perf_counter
         async for batch in rows:
-            if fresh is not None and all(existing is None for _, existing in batch):
-                # The hot path: a completed row becomes a number in a run, no record.
-                raws = [raw for raw, _ in batch]
-                start = 0
-                while stopped := await fresh.run_plain(raws, start, recorder.add_completed, took):
-                    index, failed = stopped
-                    self._add(failed)
-                    if self._over_budget():
-                        return  # no further row starts
-                    start = index + 1
-            else:
-                for raw, existing in batch:
-                    started = clock()
-                    if fresh is not None and existing is None:
-                        done = await fresh.run_fresh(raw)
-                        took(clock() - started)
-                        if isinstance(done, datetime):
-                            recorder.add_completed(raw.number, done)
-                            continue
-                        self._add(done)
-                    else:
-                        self._add(await runner.run(raw, existing))
-                        took(clock() - started)
-                    if self._over_budget():
-                        return  # no further row starts
+            plain: list[RawRow] = []  # fresh rows of a plain operation, run together
+            for raw, existing in batch:
+                if fresh is not None and existing is None:
+                    plain.append(raw)
+                    continue
+                if fresh is not None and plain and await self._run_plain(fresh, plain, took):
+                    return
+                plain = []
+                started = clock()
+                self._add(await runner.run(raw, existing))
+                took(clock() - started)
+                if self._over_budget():
+                    return  # no further row starts
+            if fresh is not None and plain and await self._run_plain(fresh, plain, took):
+                return
             if recorder.full:
                 await recorder.wait_room()
             await asyncio.sleep(0)  # let HTTP requests and other operations in
+
+    async def _run_plain(
+        self, fresh: RowRunner, raws: list[RawRow], took: Callable[[float], None]
+    ) -> bool:
+        """Run fresh rows of a plain operation, each completed one a number in a run, no
+        record; True when the failure budget is spent (no further row starts)."""
+        start = 0
+        while stopped := await fresh.run_plain(raws, start, self._recorder.add_completed, took):
+            index, failed = stopped
+            self._add(failed)
+            if self._over_budget():
+                return True
+            start = index + 1
+        return False
 
     async def _run_window(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
         window = Window(
