@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -451,6 +452,42 @@ def test_migrate_is_idempotent_and_head_matches_the_schema(sql_url: str) -> None
             assert compare_metadata(context, metadata) == []
             head = ScriptDirectory.from_config(alembic_config()).get_current_head()
             assert context.get_current_revision() == head
+    finally:
+        engine.dispose()
+
+
+def test_stored_rows_survive_the_row_records_rebuild_of_0008_both_ways(
+    tmp_path: Path, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    url = f"sqlite:///{tmp_path}/bulkops.db"
+    migrate(url)
+    op = make_operation()
+    rows = [make_row(op.id, n) for n in range(1, 4)]
+    rows[1] = make_row(op.id, 2, state=RowState.FAILED, row_data={"a": 1}, error_message="x")
+
+    async def store(action: Callable[[SqlStore], Any]) -> Any:
+        database = Database.from_url(url)
+        try:
+            return await action(SqlStore(database))
+        finally:
+            await database.close()
+
+    async def save(rows_store: SqlStore) -> None:
+        await rows_store.add(op)
+        await rows_store.save(op.id, rows, ProgressDelta(3, 2, 1))
+
+    async def read(rows_store: SqlStore) -> list[RowRecord | None]:
+        return [await rows_store.get_row(op.id, n) for n in range(1, 4)]
+
+    asyncio.run(store(save))
+    engine = create_engine(parse_url(url, asynchronous=False))
+    try:
+        with engine.begin() as conn:  # back to the foreign key: the table is rebuilt
+            command.downgrade(alembic_config(conn), "0007")
+        assert asyncio.run(store(read)) == rows
+        with engine.begin() as conn:  # and rebuilt again without it
+            command.upgrade(alembic_config(conn), "head")
+        assert asyncio.run(store(read)) == rows
     finally:
         engine.dispose()
 
