@@ -1,5 +1,6 @@
 """The recorder holds the producer back while a write is in flight: at twice ``flush_rows``
-row records, or ``RUN_ROOM`` times ``flush_rows`` plain completions."""
+row records, or ``RUN_ROOM`` times ``flush_rows`` plain completions, besides the batch
+being written."""
 
 from __future__ import annotations
 
@@ -139,3 +140,27 @@ async def _runs_hold(rows: RowRecorder, store: HeldStore) -> None:
     await asyncio.wait_for(rows.wait_room(), 5)
     await rows.close()
     assert store.writes == [(0, FLUSH), (0, limit)]  # the rest in one transaction
+
+
+async def test_the_producer_refills_the_buffer_while_a_write_is_in_flight() -> None:
+    store = HeldStore()
+    rows, _ = recorder(store)
+    async with started(rows, store):
+        limit = RUN_ROOM * FLUSH
+        for number in range(1, limit + 1):
+            rows.add_completed(number, AT)
+        assert rows.full
+
+        # The writer takes the whole buffer into one write, held at the gate: there is
+        # room again before that write is stored.
+        await asyncio.wait_for(rows.wait_room(), 5)
+        assert store.entered.is_set() and store.writes == []
+        for number in range(limit + 1, 2 * limit):
+            rows.add_completed(number, AT)
+        assert not rows.full
+        rows.add_completed(2 * limit, AT)
+        assert rows.full  # the buffer and the write in flight: no more than that
+
+        store.gate.set()
+        await rows.close()
+        assert store.writes == [(0, limit), (0, limit)]

@@ -128,10 +128,13 @@ def _settle_memory(settings: Settings) -> None:
 
 
 # How often a thread waiting for the interpreter lock gets it (Python's default: 5 ms). The
-# event loop thread is busy with rows for long stretches, and a status request crosses to
-# a SQLite thread and back, waiting each time: at 0.5 ms the p99 of status polls during a
-# 1M-row import fell from 54-70 ms to 35-41 ms, with the same rows/s (benchmark scenario 6).
-SWITCH_INTERVAL = 0.0005
+# event loop thread is busy with rows for long stretches, while the SQLite threads give the
+# lock up around every statement and wait for it again after: at 5 ms a status request
+# waited 54-70 ms (p99) during a 1M-row import, at 0.5 ms 35-41 ms. At 0.1 ms the writer's
+# transactions stop queueing behind the rows too (a 3-range write beside a CSV-parsing
+# thread: median 11 ms and p90 228 ms at 0.5 ms, 2.2 ms and 3.7 ms at 0.1 ms): scenario 1
+# went from 110k to 123k rows/s and the status p99 of scenario 6 to 16 ms.
+SWITCH_INTERVAL = 0.0001
 
 
 def _settle_interpreter(settings: Settings) -> None:

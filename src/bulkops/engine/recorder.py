@@ -40,10 +40,11 @@ class RowRecorder:
     A batch is written when ``flush_rows`` records are buffered or, on a timer,
     ``flush_interval`` seconds after the last write: a row a signal completed is stored
     within one interval even when every other row is waiting. Writes overlap the
-    processing of the next rows; when storage is slow or unreachable the buffer fills up
-    to twice ``flush_rows`` records (or ``RUN_ROOM`` times ``flush_rows`` rows, when most
-    are plain completions held as runs of row numbers) and ``wait_room`` holds the producer
-    (reading stops, memory stays bounded) while the write is retried.
+    processing of the next rows: the buffer is emptied when a write begins, and refills
+    meanwhile. When storage is slow or unreachable it fills up to twice ``flush_rows``
+    records (or ``RUN_ROOM`` times ``flush_rows`` rows, when most are plain completions
+    held as runs of row numbers) and ``wait_room`` holds the producer (reading stops,
+    memory stays bounded: the buffer and the batch in flight) while the write is retried.
 
     Each write reports the operation's stored status to ``on_status`` (None when this
     worker no longer holds the operation), so a cancellation recorded by another process is
@@ -176,9 +177,9 @@ class RowRecorder:
                 del self._buffer[: len(batch)]
                 runs, counted = self._runs, self._run_rows
                 self._runs, self._run_rows = [], 0
-                await self._write(batch, runs, counted)
                 if self._has_room():
-                    self._room.set()
+                    self._room.set()  # the producer refills the buffer during the write
+                await self._write(batch, runs, counted)
                 if not closing:
                     break
             if closing:
