@@ -3,17 +3,19 @@ memory, and data exported as CSV reads back to the same rows."""
 
 from __future__ import annotations
 
+import csv
 import json
 import tracemalloc
 import uuid
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bulkops.errors import FileFormatError
-from bulkops.formats import FileFormat, RawRow, count_chunks, count_rows, read_rows
+from bulkops.formats import FileFormat, RawRow, count_chunks, count_rows, csvfile, read_rows
 from bulkops.formats.base import MAX_RECORD_BYTES
 from bulkops.service.export import DATA_COLUMNS, _DataCsv
 from bulkops.storage.records import RowRecord
@@ -295,3 +297,53 @@ def test_a_json_array_is_one_chunk(tmp_path: Path) -> None:
     path.write_text(json.dumps([{"email": str(n)} for n in range(10)]))
     counted = count_chunks(path, FileFormat.JSON, 3)
     assert counted.total == 10 and len(counted.chunks) == 1
+
+
+_LINE_PARTS = st.sampled_from(
+    [b"a,b,c", b'"x\ny",1,2', b"", b"1,2", b"q\rr,s,t", b"n\x00ul,1,2", b"\xff,1,2", b"w" * 40]
+)
+
+
+@PROPERTY
+@given(
+    lines=st.lists(
+        st.lists(st.just(b"a@x.io,Ada,36"), max_size=6) | st.lists(_LINE_PARTS), max_size=8
+    ),
+    ending=st.sampled_from([b"\n", b"\r\n"]),
+    last_lf=st.booleans(),
+    block=st.integers(8, 64),
+    chunk_rows=st.integers(1, 3),
+)
+def test_csv_blocks_read_as_the_lines_do(
+    tmp_path: Path,
+    lines: list[list[bytes]],
+    ending: bytes,
+    last_lf: bool,
+    block: int,
+    chunk_rows: int,
+) -> None:
+    """The block path reads exactly what the checked line-by-line path reads, whatever a
+    block holds: quotes, lone CRs, NUL bytes, bad UTF-8, lines longer than a csv field."""
+    body = ending.join([b"email,name,age", *(line for run in lines for line in run)])
+    path = tmp_path / f"{uuid.uuid4().hex}.csv"
+    path.write_bytes(body + ending if last_lf else body)
+    field_limit = csv.field_size_limit(30)  # the 40-byte line is longer than a field may be
+    try:
+        with patch.object(csvfile, "_BLOCK_BYTES", block):
+            by_blocks = _read_all(path, FileFormat.CSV), _chunked_or_error(path, chunk_rows)
+        with patch.object(csvfile._Lines, "rest", lambda lines: lines):
+            by_lines = _read_all(path, FileFormat.CSV), _chunked_or_error(path, chunk_rows)
+    finally:
+        csv.field_size_limit(field_limit)
+    (rows, error), chunked = by_blocks
+    (line_rows, line_error), line_chunked = by_lines
+    assert rows == line_rows
+    assert str(error) == str(line_error)
+    assert chunked == line_chunked
+
+
+def _chunked_or_error(path: Path, chunk_rows: int) -> list[RawRow] | str:
+    try:
+        return _read_chunked(path, FileFormat.CSV, chunk_rows)
+    except FileFormatError as exc:
+        return str(exc)

