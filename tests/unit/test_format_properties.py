@@ -15,7 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bulkops.errors import FileFormatError
-from bulkops.formats import FileFormat, RawRow, count_chunks, count_rows, csvfile, read_rows
+from bulkops.formats import (
+    FileFormat,
+    RawRow,
+    base,
+    count_chunks,
+    count_rows,
+    csvfile,
+    jsonlines,
+    read_rows,
+)
 from bulkops.formats.base import MAX_RECORD_BYTES
 from bulkops.service.export import DATA_COLUMNS, _DataCsv
 from bulkops.storage.records import RowRecord
@@ -329,7 +338,7 @@ def test_csv_blocks_read_as_the_lines_do(
     path.write_bytes(body + ending if last_lf else body)
     field_limit = csv.field_size_limit(30)  # the 40-byte line is longer than a field may be
     try:
-        with patch.object(csvfile, "_BLOCK_BYTES", block):
+        with patch.object(base, "LINE_BLOCK", block):
             by_blocks = _read_all(path, FileFormat.CSV), _chunked_or_error(path, chunk_rows)
         with patch.object(csvfile._Lines, "rest", lambda lines: lines):
             by_lines = _read_all(path, FileFormat.CSV), _chunked_or_error(path, chunk_rows)
@@ -342,8 +351,48 @@ def test_csv_blocks_read_as_the_lines_do(
     assert chunked == line_chunked
 
 
-def _chunked_or_error(path: Path, chunk_rows: int) -> list[RawRow] | str:
+def _chunked_or_error(
+    path: Path, chunk_rows: int, fmt: FileFormat = FileFormat.CSV
+) -> list[RawRow] | str:
     try:
-        return _read_chunked(path, FileFormat.CSV, chunk_rows)
+        return _read_chunked(path, fmt, chunk_rows)
     except FileFormatError as exc:
         return str(exc)
+
+
+_JSONL_PARTS = st.sampled_from(
+    [b'{"email": "a@x.io", "age": 3}', b"", b"  \t", b"[1]", b'{"a": ', b"\xff{}", b"{}" * 40]
+)
+
+
+@PROPERTY
+@given(
+    lines=st.lists(_JSONL_PARTS, max_size=12),
+    ending=st.sampled_from([b"\n", b"\r\n"]),
+    last_lf=st.booleans(),
+    block=st.integers(8, 64),
+    chunk_rows=st.integers(1, 3),
+)
+def test_jsonl_blocks_read_as_the_lines_do(
+    tmp_path: Path, lines: list[bytes], ending: bytes, last_lf: bool, block: int, chunk_rows: int
+) -> None:
+    """The JSON Lines reader gives the same rows and errors from decoded blocks as line by
+    line, whatever the block size: bad UTF-8, lines longer than a block, blank lines."""
+    body = ending.join(lines)
+    path = tmp_path / f"{uuid.uuid4().hex}.jsonl"
+    path.write_bytes(body + ending if last_lf and lines else body)
+    with patch.object(base, "LINE_BLOCK", block):
+        by_blocks = (
+            _read_all(path, FileFormat.JSONL),
+            _chunked_or_error(path, chunk_rows, FileFormat.JSONL),
+        )
+    with patch.object(jsonlines, "decoded_blocks", lambda fh: iter(())):
+        by_lines = (
+            _read_all(path, FileFormat.JSONL),
+            _chunked_or_error(path, chunk_rows, FileFormat.JSONL),
+        )
+    (rows, error), chunked = by_blocks
+    (line_rows, line_error), line_chunked = by_lines
+    assert rows == line_rows
+    assert str(error) == str(line_error)
+    assert chunked == line_chunked

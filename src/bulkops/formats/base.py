@@ -239,6 +239,45 @@ def bounded_lines(fh: BinaryIO, limit: int = MAX_RECORD_BYTES) -> Iterator[bytes
         yield None
 
 
+# How much ``decoded_blocks`` reads at a time: large enough that the per-block work is
+# nothing beside the lines', small enough to keep a reader's memory flat.
+LINE_BLOCK = 32 * 1024
+
+
+def decoded_blocks(
+    fh: BinaryIO,
+    usable: Callable[[bytes, int], bool] = lambda _text, _cut: True,
+    longest: int | None = None,
+) -> Iterator[list[str]]:
+    """The lines of a file from its current position, a block of whole lines at a time,
+    decoded and split on LF in one call each (each line without its LF).
+
+    Reading this way stops at the first block that is not valid UTF-8, is not ``usable``
+    (given the bytes read and how many of them are whole lines) or holds a line longer
+    than ``longest`` characters, and at a line longer than a block or a last line without
+    LF. The file is then left where that block begins, for a reader that goes on line by
+    line and can name the line at fault.
+    """
+    size, at, carry = LINE_BLOCK, fh.tell(), b""
+    while True:
+        block = fh.read(size)
+        text = carry + block if carry else block
+        cut = text.rfind(b"\n") + 1
+        if not cut or not usable(text, cut):
+            break
+        try:
+            lines = str(memoryview(text)[:cut], "utf-8").split("\n")
+        except UnicodeDecodeError:
+            break
+        lines.pop()  # the empty string after the last LF
+        if longest is not None and max(map(len, lines)) > longest:
+            break
+        yield lines
+        at += cut
+        carry = text[cut:]
+    fh.seek(at)
+
+
 SCAN_BLOCK = 1024 * 1024
 
 

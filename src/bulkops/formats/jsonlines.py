@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from bulkops.formats.base import (
     bounded_lines,
     clip,
     decode_json,
+    decoded_blocks,
     not_utf8_message,
     scan_lines,
     too_deep_message,
@@ -73,19 +75,26 @@ def read_jsonl(
     matcher = KeyMatcher(columns, column_map)
     with path.open("rb") as fh:
         number = 0
-        lines = _lines(fh)
+        by_line = _lines(fh)
         if start is not None and start[1] >= 0:
             number = start[0] - 1
             fh.seek(start[1])  # the line generator reads on from there
+        # Decoded blocks of lines while they are UTF-8 and short, then line by line.
+        lines: Iterator[str | bytes | None] = itertools.chain(
+            itertools.chain.from_iterable(decoded_blocks(fh)), by_line
+        )
         for line in lines:
             if line is None:
                 number += 1
                 yield RawRow(number, None, {RAW_LINE_KEY: ""}, too_large_message(number))
                 continue
-            try:
-                text = line.decode("utf-8").strip(_WS_TEXT)
-            except UnicodeDecodeError as exc:
-                raise FileFormatError(not_utf8_message(number + 1), number + 1) from exc
+            if isinstance(line, str):
+                text = line.strip(_WS_TEXT)
+            else:
+                try:
+                    text = line.decode("utf-8").strip(_WS_TEXT)
+                except UnicodeDecodeError as exc:
+                    raise FileFormatError(not_utf8_message(number + 1), number + 1) from exc
             if not text:
                 continue
             number += 1
