@@ -10,12 +10,16 @@ import bulkops as bo
 PROCESSED: Counter[str] = Counter()
 FIXED: set[str] = set()  # rows that succeed from now on
 GATE = asyncio.Event()  # opened: gated rows go on
+RUNNING: set[str] = set()  # rows of chunked-gated inside process_row now
+MOST_RUNNING = [0]  # the most rows of chunked-gated inside process_row at once
 
 
 def reset() -> None:
     global GATE
     PROCESSED.clear()
     FIXED.clear()
+    RUNNING.clear()
+    MOST_RUNNING[0] = 0
     GATE = asyncio.Event()  # an event belongs to the loop that first waited on it
 
 
@@ -47,8 +51,13 @@ class ChunkedTolerant(bo.RowOperation[Meta, Item]):
 class ChunkedGated(bo.RowOperation[Meta, Item]):
     async def process_row(self, row: Item, metadata: Meta) -> None:
         PROCESSED[row.name] += 1
-        if row.name.startswith("wait"):
-            await GATE.wait()
+        RUNNING.add(row.name)
+        MOST_RUNNING[0] = max(MOST_RUNNING[0], len(RUNNING))
+        try:
+            if row.name.startswith("wait"):
+                await GATE.wait()
+        finally:
+            RUNNING.discard(row.name)
 
 
 ALL = [Chunked, ChunkedTolerant, ChunkedGated]

@@ -3,6 +3,7 @@ and counters, failures, cancel, retry and the final status as without chunks."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
@@ -122,6 +123,50 @@ async def test_cancel_stops_every_chunk(client: httpx.AsyncClient) -> None:
     assert [e["type"] for e in events].count("Cancelled") == 1
 
 
+async def test_the_next_chunk_is_claimed_ahead_but_its_rows_wait(
+    client: httpx.AsyncClient,
+) -> None:
+    # Chunk 0's ninth row holds at the gate, in the second half of the chunk: the process
+    # claims chunk 1 ahead, but runs none of its rows while chunk 0 still runs rows.
+    names = ["wait9" if n == 9 else f"row{n}" for n in range(1, 31)]
+    operation_id = await create_ok(client, csv_of(names), operation="chunked-gated", metadata={})
+    await _claimed_ahead(client, operation_id)
+
+    assert "wait9" in ops.RUNNING
+    assert not any(f"row{n}" in ops.PROCESSED for n in range(11, 31))
+    ops.GATE.set()
+    status = await wait_status(client, operation_id)
+
+    assert status["status"] == "Completed"
+    assert ops.PROCESSED == dict.fromkeys(names, 1)
+    assert ops.MOST_RUNNING[0] <= 4  # the operation's MaxRowConcurrency, across chunks
+
+
+async def test_stopping_hands_back_a_chunk_claimed_ahead_without_running_it(
+    make_client: ClientFactory,
+) -> None:
+    client = await make_client(ops.ALL, chunk_rows=CHUNK_ROWS, worker_count=3, shutdown_timeout=20)
+    names = ["wait9" if n == 9 else f"row{n}" for n in range(1, 31)]
+    operation_id = await create_ok(client, csv_of(names), operation="chunked-gated", metadata={})
+    await _claimed_ahead(client, operation_id)
+
+    stopping = asyncio.create_task(runtime_of(client).scheduler.stop())
+
+    async def handed_back() -> bool:
+        states = await chunk_states(client, operation_id)
+        return states[1] is ChunkState.PENDING
+
+    await wait_until(handed_back, what="chunk 1 handed back at once")
+    ops.GATE.set()  # chunk 0 finishes its rows within the shutdown timeout
+    await stopping
+    assert await chunk_states(client, operation_id) == [
+        ChunkState.DONE,
+        ChunkState.PENDING,
+        ChunkState.PENDING,
+    ]
+    assert not any(f"row{n}" in ops.PROCESSED for n in range(11, 31))
+
+
 async def test_retry_of_a_split_operation_runs_only_the_failed_rows(
     client: httpx.AsyncClient,
 ) -> None:
@@ -140,3 +185,11 @@ async def test_retry_of_a_split_operation_runs_only_the_failed_rows(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def _claimed_ahead(client: httpx.AsyncClient, operation_id: str) -> None:
+    async def both_running() -> bool:
+        states = await chunk_states(client, operation_id)
+        return states[:2] == [ChunkState.RUNNING] * 2
+
+    await wait_until(both_running, what="chunk 1 claimed while chunk 0 waits at its gated row")

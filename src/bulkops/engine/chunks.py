@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
-from itertools import dropwhile, islice
+from itertools import chain, dropwhile, islice
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -31,11 +31,24 @@ class ChunkRun(Run):
     """One worker's processing of one chunk. The worker that ends the last chunk ends the
     operation."""
 
-    def __init__(self, processor: Processor, record: OperationRecord, chunk: ChunkRecord):
+    def __init__(
+        self,
+        processor: Processor,
+        record: OperationRecord,
+        chunk: ChunkRecord,
+        after: asyncio.Event | None = None,
+    ):
         held = Held(record.id, processor.config.worker_id, chunk.index)
         super().__init__(processor, record, held)
         self.chunk = chunk
+        self._after = after  # set when the rows of the chunk before may no longer run
+        self.nearly_done = asyncio.Event()  # the second half of the rows is being read
         self.rows_done = asyncio.Event()  # every row ran; the last write may be in flight
+
+    @property
+    def waiting(self) -> bool:
+        """Claimed ahead, its rows not started: the chunk before still runs rows."""
+        return self._after is not None and not self._after.is_set()
 
     async def _process(self) -> None:
         definition = self._definition()
@@ -60,15 +73,24 @@ class ChunkRun(Run):
                 stored = await StoredRows.load(
                     self._stores.rows, self.record.id, after=chunk.first_row - 1
                 )
+                if self._after is not None:
+                    await self._after.wait()
                 await self._run(FileRows(self._in_range(reader), stored), runner)
                 self.rows_done.set()
             finally:
                 reader.close()
 
     def _in_range(self, reader: Iterator[RawRow]) -> Iterator[RawRow]:
-        """The chunk's rows (a reader without an offset starts at the file's first row)."""
+        """The chunk's rows (a reader without an offset starts at the file's first row);
+        ``nearly_done`` is set when the second half of them begins."""
         first, count = self.chunk.first_row, self.chunk.row_count
-        return islice(dropwhile(lambda raw: raw.number < first, reader), count)
+        rows = dropwhile(lambda raw: raw.number < first, reader)
+        half = count // 2
+        return chain(islice(rows, count - half), self._nearly_done(), islice(rows, half))
+
+    def _nearly_done(self) -> Iterator[RawRow]:
+        self.nearly_done.set()
+        yield from ()
 
     async def _conclude(self, ending: Ending) -> None:
         chunks, me = self._stores.chunks, self._config.worker_id

@@ -99,11 +99,14 @@ class Processor:
         the rows a retry reset."""
         return OperationRun(self, record)
 
-    def start_chunk(self, record: OperationRecord, chunk: ChunkRecord) -> ChunkRun:
-        """A run for a chunk this worker has just claimed."""
+    def start_chunk(
+        self, record: OperationRecord, chunk: ChunkRecord, after: asyncio.Event | None = None
+    ) -> ChunkRun:
+        """A run for a chunk this worker has just claimed; its rows run once ``after`` is
+        set, when given."""
         from bulkops.engine.chunks import ChunkRun
 
-        return ChunkRun(self, record, chunk)
+        return ChunkRun(self, record, chunk, after)
 
 
 class OperationRun(Run):

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
-from bulkops.engine.chunks import end_split
+from bulkops.engine.chunks import ChunkRun, end_split
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.processor import OperationRun, Processor
 from bulkops.engine.run import Run, StopReason
@@ -108,6 +108,9 @@ class WorkScheduler:
         self._turns = 0  # chunk turns queued or being taken
         # Operations this process holds a chunk of; one claim at a time keeps it exact.
         self._chunked: set[UUID] = set()
+        # Per operation, the event its next chunk claimed here waits for before its rows
+        # run: the rows of the chunk running now are done (or that run ended).
+        self._after: dict[UUID, asyncio.Event] = {}
         self._claiming = asyncio.Lock()
         self._wake = asyncio.Event()  # a wake-up notice asked to look for work
         self._delivering: set[asyncio.Task[None]] = set()
@@ -313,8 +316,11 @@ class WorkScheduler:
         A process works on the rows of one chunk of an operation at a time: within a
         process the operation's parallelism stays its MaxRowConcurrency, as when it is not
         split, and the other chunks are left to other processes (or to this one, chunk
-        after chunk). Once a chunk's rows are all processed, the next chunk may be claimed
-        while this one's last write and its end are still being stored.
+        after chunk). The next chunk is claimed ahead, once the second half of this one's
+        rows is being read: it sets up (file, stored rows) meanwhile and runs its rows
+        once this one's are done, while this one's last write and its end are still being
+        stored. A claim waits behind the writes in flight, and the row loop sat idle for
+        it: 14-36 ms in every 80 ms chunk of a 1M-row import.
         """
         names = [definition.name for definition in self._processor.registry]
         chunks = self._processor.stores.chunks
@@ -365,20 +371,24 @@ class WorkScheduler:
             chunk.last_row,
             record.id,
         )
-        run = self._processor.start_chunk(record, chunk)
+        run = self._processor.start_chunk(record, chunk, after=self._after.pop(record.id, None))
         key = (record.id, chunk.index)
         task = asyncio.create_task(run.execute())
         self._active[key] = (run, task)
         offered = False
         try:
-            rows_done = asyncio.create_task(run.rows_done.wait())
-            await asyncio.wait({task, rows_done}, return_when=asyncio.FIRST_COMPLETED)
-            rows_done.cancel()
-            if not task.done() and run.rows_done.is_set() and not self._stopping:
+            nearly_done = asyncio.create_task(run.nearly_done.wait())
+            await asyncio.wait({task, nearly_done}, return_when=asyncio.FIRST_COMPLETED)
+            nearly_done.cancel()
+            if not task.done() and not self._stopping:
+                self._after[record.id] = run.rows_done
                 release()
                 offered = self.offer_chunks(1) > 0
             await task
         finally:
+            run.rows_done.set()  # no more rows of this run will run, however it ended
+            if self._after.get(record.id) is run.rows_done:
+                del self._after[record.id]  # no chunk of the operation was claimed meanwhile
             self._active.pop(key, None)
         return offered
 
@@ -448,6 +458,9 @@ class WorkScheduler:
         self._stopping = True
         for task in self._tasks[self._config.worker_count :]:
             task.cancel()  # pollers and sweeper
+        for run, _ in self._active.values():
+            if isinstance(run, ChunkRun) and run.waiting:
+                run.stop(StopReason.SHUTDOWN)  # claimed ahead: hand it back without a row
         running = [task for _, task in self._active.values()]
         if running and self._config.shutdown_timeout > 0:
             await asyncio.wait(running, timeout=self._config.shutdown_timeout)
