@@ -16,7 +16,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from bulkops.errors import StorageError
 from bulkops.storage import lifecycle
@@ -454,6 +454,22 @@ def test_migrate_is_idempotent_and_head_matches_the_schema(sql_url: str) -> None
             assert context.get_current_revision() == head
     finally:
         engine.dispose()
+
+
+def test_the_state_index_leaves_completed_rows_out(sql_url: str) -> None:
+    migrate(sql_url)
+    engine = create_engine(parse_url(sql_url, asynchronous=False))
+    name = "ix_row_records_operation_id_state_row_number"
+    try:
+        with engine.connect() as conn:
+            if engine.name == "sqlite":
+                query = text("SELECT sql FROM sqlite_master WHERE name = :name")
+            else:
+                query = text("SELECT indexdef FROM pg_indexes WHERE indexname = :name")
+            definition = str(conn.execute(query, {"name": name}).scalar_one())
+    finally:
+        engine.dispose()
+    assert "WHERE" in definition.upper() and "Completed" in definition, definition
 
 
 def test_stored_rows_survive_the_row_records_rebuild_of_0008_both_ways(

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, RowMapping, and_, case, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, RowMapping, and_, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange, RowCounts
@@ -27,7 +27,7 @@ from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.keys import claim_key
 from bulkops.storage.sql.rows import check_paging
-from bulkops.storage.sql.schema import operations, row_records
+from bulkops.storage.sql.schema import not_completed, operations, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
 _o = operations.c
@@ -169,17 +169,25 @@ class OperationMethods(SqlBase):
         return record
 
     async def counts(self, operation_id: UUID) -> RowCounts:
-        """Completed and Failed rows of the operation."""
+        """Completed and Failed rows of the operation.
+
+        Completed rows are not in the state index: they are the operation's rows (counted
+        on the primary key) less the others (grouped by state on the index).
+        """
         r = row_records.c
-        completed = func.sum(case((r.state == RowState.COMPLETED, 1), else_=0))
-        failed = func.sum(case((r.state == RowState.FAILED, 1), else_=0))
-        stmt = select(func.coalesce(completed, 0), func.coalesce(failed, 0)).where(
-            r.operation_id == operation_id,
-            r.state.in_((RowState.COMPLETED, RowState.FAILED)),
+        every = select(func.count()).where(r.operation_id == operation_id)
+        others = (
+            select(r.state, func.count())
+            .where(r.operation_id == operation_id, not_completed())
+            .group_by(r.state)
         )
         async with self._db.read() as conn:
-            done, bad = (await conn.execute(stmt)).one()
-        return RowCounts(completed=int(done), failed=int(bad))
+            total = (await conn.execute(every)).scalar_one()
+            by_state = {RowState(state): count for state, count in await conn.execute(others)}
+        return RowCounts(
+            completed=int(total) - sum(by_state.values()),
+            failed=int(by_state.get(RowState.FAILED, 0)),
+        )
 
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
         """Record how many data rows the file holds."""

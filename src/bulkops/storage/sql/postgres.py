@@ -34,6 +34,7 @@ from bulkops.storage.sql.codec import (
 )
 from bulkops.storage.sql.database import Database
 from bulkops.storage.sql.events import insert_events
+from bulkops.storage.sql.schema import NOT_COMPLETED
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
@@ -119,6 +120,8 @@ async def read_batch(
     if states is not None:
         sql += " AND state = ANY(%s)"
         params += ([state.value for state in states],)
+        if RowState.COMPLETED not in states:
+            sql += f" AND {NOT_COMPLETED}"  # the partial state index holds them all
     sql += " ORDER BY row_number LIMIT %s"
     params += (limit,)
     async with db.read() as conn:

@@ -23,7 +23,7 @@ from bulkops.storage.records import (
 )
 from bulkops.storage.sql import postgres, sqlite
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.schema import operations, row_records
+from bulkops.storage.sql.schema import not_completed, operations, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
 # Row counts of finished operations, by (operation id, version): their rows change only
@@ -42,13 +42,26 @@ def row_from_mapping(row: RowMapping) -> RowRecord:
 _finished_counts: dict[tuple[UUID, int], tuple[int, bool]] = {}
 
 
+def in_states(states: Collection[RowState]) -> builtins.list[ColumnElement[bool]]:
+    """Row records in ``states``: with the condition of the partial state index when
+    ``states`` leave Completed out, so the index serves them."""
+    r = row_records.c
+    wanted = list(states)
+    found: builtins.list[ColumnElement[bool]] = [
+        r.state == wanted[0] if len(wanted) == 1 else r.state.in_(wanted)
+    ]
+    if RowState.COMPLETED not in states:
+        found.append(not_completed())
+    return found
+
+
 def _conditions(query: RowQuery) -> builtins.list[ColumnElement[bool]]:
     r = row_records.c
     conditions: builtins.list[ColumnElement[bool]] = [r.operation_id == query.operation_id]
     if query.failed_only:
-        conditions.append(r.state == RowState.FAILED)
+        conditions += in_states((RowState.FAILED,))
     if query.state is not None:
-        conditions.append(r.state == query.state)
+        conditions += in_states((query.state,))
     if query.error_type is not None:
         conditions.append(r.error_type == query.error_type)
     if query.row_number is not None:

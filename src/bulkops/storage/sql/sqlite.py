@@ -39,6 +39,7 @@ from bulkops.storage.sql.codec import (
     wait_end_values,
 )
 from bulkops.storage.sql.events import SQLITE_INSERT, sqlite_event_params
+from bulkops.storage.sql.schema import NOT_COMPLETED
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 Work = Callable[[sqlite3.Connection], Any]
@@ -109,6 +110,8 @@ def read_batch(
     if states is not None:
         sql += f" AND state IN ({', '.join('?' for _ in states)})"
         params += tuple(state.value for state in states)
+        if RowState.COMPLETED not in states:
+            sql += f" AND {NOT_COMPLETED}"  # the partial state index holds them all
     sql += " ORDER BY row_number LIMIT ?"
     params += (limit,)
 
