@@ -395,6 +395,8 @@ async def test_counts_come_from_row_states(
 
     assert await stores.operations.counts(record.id) == lifecycle.RowCounts(3, 2)
     assert await stores.operations.counts(uuid.uuid4()) == lifecycle.RowCounts(0, 0)
+    assert await stores.operations.failed_rows(record.id) == 2
+    assert await stores.operations.failed_rows(uuid.uuid4()) == 0
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

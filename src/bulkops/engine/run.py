@@ -205,9 +205,8 @@ class Run:
             controls.tolerated_failure_count is not None
             or controls.tolerated_failure_percentage is not None
         ):
-            # Counting reads the operation's rows: only operations with a budget pay for it.
-            counts = await self._retry.call(self._stores.operations.counts, self.record.id)
-            failed = counts.failed
+            # Only operations with a budget pay for counting their failed rows.
+            failed = await self._retry.call(self._stores.operations.failed_rows, self.record.id)
         self._budget = FailureBudget(controls, total, failed)
         pacer = Pacer(self._p.gate, self._slots)
         if definition.is_batch:

@@ -229,6 +229,10 @@ class MemoryStore:
             failed=sum(1 for row in rows if row.state is RowState.FAILED),
         )
 
+    async def failed_rows(self, operation_id: UUID) -> int:
+        """Failed rows of the operation."""
+        return (await self.counts(operation_id)).failed
+
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
         """Record how many data rows the file holds (unknown ids are ignored)."""
         record = self._operations.get(operation_id)

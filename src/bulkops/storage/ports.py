@@ -92,6 +92,10 @@ class OperationStore(Protocol):
     async def counts(self, operation_id: UUID) -> RowCounts:
         """How many of the operation's stored rows are Completed and Failed."""
 
+    async def failed_rows(self, operation_id: UUID) -> int:
+        """How many of the operation's stored rows are Failed: ``counts().failed``, at the
+        cost of the failed rows alone."""
+
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
         """Record how many data rows the file holds."""
 

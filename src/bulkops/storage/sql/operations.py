@@ -189,6 +189,15 @@ class OperationMethods(SqlBase):
             failed=int(by_state.get(RowState.FAILED, 0)),
         )
 
+    async def failed_rows(self, operation_id: UUID) -> int:
+        """Failed rows of the operation, on the state index."""
+        r = row_records.c
+        stmt = select(func.count()).where(
+            r.operation_id == operation_id, r.state == RowState.FAILED, not_completed()
+        )
+        async with self._db.read() as conn:
+            return int((await conn.execute(stmt)).scalar_one())
+
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
         """Record how many data rows the file holds."""
         stmt = update(operations).where(_o.id == operation_id).values(total_rows=total_rows)
