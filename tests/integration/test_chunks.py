@@ -142,6 +142,26 @@ async def test_the_next_chunk_is_claimed_ahead_but_its_rows_wait(
     assert ops.MOST_RUNNING[0] <= 4  # the operation's MaxRowConcurrency, across chunks
 
 
+async def test_a_chunk_claimed_ahead_runs_no_row_once_the_operation_is_cancelled(
+    client: httpx.AsyncClient,
+) -> None:
+    names = ["wait9" if n == 9 else f"row{n}" for n in range(1, 31)]
+    operation_id = await create_ok(client, csv_of(names), operation="chunked-gated", metadata={})
+    await _claimed_ahead(client, operation_id)
+
+    cancelled = await client.post(f"/api/bulks/{operation_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    ops.GATE.set()  # chunk 0's last rows finish: chunk 1 would start now
+    status = await wait_status(client, operation_id)
+
+    async def both_ended() -> bool:
+        return UUID(operation_id) not in runtime_of(client).scheduler.active
+
+    await wait_until(both_ended, what="both chunks' runs to end")
+    assert status["status"] == "Cancelled"
+    assert not any(f"row{n}" in ops.PROCESSED for n in range(11, 31))
+
+
 async def test_stopping_hands_back_a_chunk_claimed_ahead_without_running_it(
     make_client: ClientFactory,
 ) -> None:

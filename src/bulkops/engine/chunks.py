@@ -75,10 +75,19 @@ class ChunkRun(Run):
                 )
                 if self._after is not None:
                     await self._after.wait()
+                    await self._still_running()
                 await self._run(FileRows(self._in_range(reader), stored), runner)
                 self.rows_done.set()
             finally:
                 reader.close()
+
+    async def _still_running(self) -> None:
+        """Stop here, before a row, when the operation was cancelled (or moved on) while
+        this chunk waited for the one before: the lease would see it only later."""
+        current = await self._retry.call(self._stores.operations.get, self.record.id)
+        self._stored_status(None if current is None else current.status)
+        if self.stop_reason is not None:
+            await asyncio.sleep(0)  # the stop cancels this task at its next suspension
 
     def _in_range(self, reader: Iterator[RawRow]) -> Iterator[RawRow]:
         """The chunk's rows (a reader without an offset starts at the file's first row);
