@@ -33,6 +33,7 @@ class HeldStore:
         self.gate = asyncio.Event()
         self.entered = asyncio.Event()  # a write is waiting at the gate
         self.writes: list[tuple[int, int]] = []  # (records, plain rows) per write
+        self.runs: list[CompletedRun] = []  # every run written
 
     async def save(
         self,
@@ -48,6 +49,7 @@ class HeldStore:
         await self.gate.wait()
         plain = sum(run.last - run.first + 1 for run in completed)
         self.writes.append((len(rows), plain))
+        self.runs += completed
         return OperationStatus.RUNNING
 
 
@@ -164,3 +166,27 @@ async def test_the_producer_refills_the_buffer_while_a_write_is_in_flight() -> N
         store.gate.set()
         await rows.close()
         assert store.writes == [(0, limit), (0, limit)]
+
+
+async def test_runs_of_completed_rows_count_every_row_and_join_when_contiguous() -> None:
+    store = HeldStore()
+    store.gate.set()
+    rows, _ = recorder(store)
+    later = datetime(2026, 1, 2, tzinfo=UTC)
+    last = 9 + RUN_ROOM * FLUSH
+    async with started(rows, store):
+        rows.add_run(1, 3, AT)
+        rows.add_run(4, 4, AT)  # joins the run before
+        rows.add_run(5, 6, later)  # another time: a run of its own
+        rows.add_run(8, 8, later)  # a gap: a run of its own
+        assert not rows.full
+        rows.add_run(9, last, later)  # joins the run before
+        assert rows.full  # counted as the rows it holds, not as one entry
+        await rows.close()
+
+    assert [(run.first, run.last, run.completed_at) for run in store.runs] == [
+        (1, 4, AT),
+        (5, 6, later),
+        (8, last, later),
+    ]
+    assert store.writes == [(0, last - 1)]

@@ -25,14 +25,17 @@ class BatchRunner(RowBasics):
         self._process = direct_call(getattr(self.instance, "process_batch"))  # noqa: B009
 
     async def run_batch(
-        self, batch: Sequence[Pending], completed: Callable[[int, datetime], None] | None = None
+        self,
+        batch: Sequence[Pending],
+        completed: Callable[[int, int, datetime], None] | None = None,
     ) -> list[RowRecord]:
         """Process a batch and return each row's record; never raises for row problems.
 
         An exception fails every row of the batch with its text; a returned list gives each
         row's failure message (None for success) and must be as long as the batch. With
-        ``completed``, a fresh row that completes with nothing else to record (``plain``)
-        goes there with the batch's completion time instead of becoming a record.
+        ``completed``, fresh rows that complete with nothing else to record (``plain``) go
+        there as runs of consecutive row numbers (first, last) with the batch's completion
+        time, instead of becoming records.
         """
         outcomes: list[str | None]
         await self.pace()  # outside the try: a storage fault is not the batch's failure
@@ -45,11 +48,18 @@ class BatchRunner(RowBasics):
         done = completed if self.plain else None
         at = self._clock.now()
         records = []
+        first = last = -2  # the run of completed rows not handed over yet (none)
         for (raw, existing, _, row_id), outcome in zip(batch, outcomes, strict=True):
             if done is not None and outcome is None and existing is None:
-                done(raw.number, at)
+                if raw.number != last + 1:
+                    if first >= 0:
+                        done(first, last, at)
+                    first = raw.number
+                last = raw.number
             else:
                 records.append(self._record(raw, existing, row_id, outcome))
+        if done is not None and first >= 0:
+            done(first, last, at)
         return records
 
     @staticmethod

@@ -123,6 +123,20 @@ class RowRecorder:
             if not self._has_room():
                 self._room.clear()
 
+    def add_run(self, first: int, last: int, at: datetime) -> None:
+        """Buffer rows ``first`` to ``last``, each completed at ``at`` as
+        ``add_completed`` would record it."""
+        runs = self._runs
+        if runs and runs[-1][1] + 1 == first and runs[-1][2] is at:
+            runs[-1][1] = last
+        else:
+            runs.append([first, last, at])
+        self._run_rows += last - first + 1
+        if len(self._buffer) + self._run_rows >= self._flush_rows:
+            self._wake.set()
+            if not self._has_room():
+                self._room.clear()
+
     def _has_room(self) -> bool:
         """Below twice ``flush_rows`` records and ``RUN_ROOM`` times ``flush_rows`` rows."""
         buffered = len(self._buffer)

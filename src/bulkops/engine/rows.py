@@ -114,15 +114,25 @@ class RowBasics:
             return None
         return None if value is None else str(value)
 
+    def convert(
+        self, raw: RawRow, existing: RowRecord | None = None
+    ) -> tuple[Row, str | None] | RowRecord:
+        """Parse and convert: the row and its id, or the failed record (which keeps the
+        retry attempt of ``existing``). ``prepare`` without ``validate_row``."""
+        parsed = self.parse(raw)
+        if isinstance(parsed, RowRecord):
+            return _attempt(parsed, existing)
+        return parsed, self.row_id(parsed)
+
     async def prepare(
         self, raw: RawRow, existing: RowRecord | None = None
     ) -> tuple[Row, str | None] | RowRecord:
         """Parse and validate: the row and its id, or the failed record (which keeps the
         retry attempt of ``existing``)."""
-        parsed = self.parse(raw)
-        if isinstance(parsed, RowRecord):
-            return _attempt(parsed, existing)
-        row_id = self.row_id(parsed)
+        converted = self.convert(raw, existing)
+        if isinstance(converted, RowRecord):
+            return converted
+        parsed, row_id = converted
         if self.definition.overrides_validate_row:
             try:
                 await self._validate(parsed, self.metadata)

@@ -307,21 +307,27 @@ class Run:
         size = runner.definition.controls.batch_size or 1
         window = Window(self._config.max_row_concurrency, self._slots, self._add, self._recorder)
         pending: list[Pending] = []
+        # Without validate_row nothing is awaited before a row joins its batch.
+        convert = None if runner.definition.overrides_validate_row else runner.convert
+        completed = self._recorder.add_run
         try:
             async for batch in rows:
                 for raw, existing in batch:
                     if self._over_budget():
                         break
-                    prepared = await runner.prepare(raw, existing)
+                    if convert is not None:
+                        prepared = convert(raw, existing)
+                    else:
+                        prepared = await runner.prepare(raw, existing)
                     if isinstance(prepared, RowRecord):
                         self._add(prepared)
                         continue
                     pending.append((raw, existing, *prepared))
                     if len(pending) >= size:
-                        await window.launch(runner.run_batch(pending, self._recorder.add_completed))
+                        await window.launch(runner.run_batch(pending, completed))
                         pending = []
             if pending and not self._over_budget():
-                await window.launch(runner.run_batch(pending, self._recorder.add_completed))
+                await window.launch(runner.run_batch(pending, completed))
             await window.finish()
         finally:
             await window.cancel()
