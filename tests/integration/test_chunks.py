@@ -126,11 +126,7 @@ async def test_cancel_stops_every_chunk(client: httpx.AsyncClient) -> None:
 async def test_the_next_chunk_is_claimed_ahead_but_its_rows_wait(
     client: httpx.AsyncClient,
 ) -> None:
-    # Chunk 0's ninth row holds at the gate, in the second half of the chunk: the process
-    # claims chunk 1 ahead, but runs none of its rows while chunk 0 still runs rows.
-    names = ["wait9" if n == 9 else f"row{n}" for n in range(1, 31)]
-    operation_id = await create_ok(client, csv_of(names), operation="chunked-gated", metadata={})
-    await _claimed_ahead(client, operation_id)
+    operation_id = await _gated_with_a_chunk_claimed_ahead(client)
 
     assert "wait9" in ops.RUNNING
     assert not any(f"row{n}" in ops.PROCESSED for n in range(11, 31))
@@ -138,16 +134,14 @@ async def test_the_next_chunk_is_claimed_ahead_but_its_rows_wait(
     status = await wait_status(client, operation_id)
 
     assert status["status"] == "Completed"
-    assert ops.PROCESSED == dict.fromkeys(names, 1)
+    assert ops.PROCESSED == dict.fromkeys(GATED_AT_NINE, 1)
     assert ops.MOST_RUNNING[0] <= 4  # the operation's MaxRowConcurrency, across chunks
 
 
 async def test_a_chunk_claimed_ahead_runs_no_row_once_the_operation_is_cancelled(
     client: httpx.AsyncClient,
 ) -> None:
-    names = ["wait9" if n == 9 else f"row{n}" for n in range(1, 31)]
-    operation_id = await create_ok(client, csv_of(names), operation="chunked-gated", metadata={})
-    await _claimed_ahead(client, operation_id)
+    operation_id = await _gated_with_a_chunk_claimed_ahead(client)
 
     cancelled = await client.post(f"/api/bulks/{operation_id}/cancel")
     assert cancelled.status_code == 200, cancelled.text
@@ -166,9 +160,7 @@ async def test_stopping_hands_back_a_chunk_claimed_ahead_without_running_it(
     make_client: ClientFactory,
 ) -> None:
     client = await make_client(ops.ALL, chunk_rows=CHUNK_ROWS, worker_count=3, shutdown_timeout=20)
-    names = ["wait9" if n == 9 else f"row{n}" for n in range(1, 31)]
-    operation_id = await create_ok(client, csv_of(names), operation="chunked-gated", metadata={})
-    await _claimed_ahead(client, operation_id)
+    operation_id = await _gated_with_a_chunk_claimed_ahead(client)
 
     stopping = asyncio.create_task(runtime_of(client).scheduler.stop())
 
@@ -207,9 +199,19 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def _claimed_ahead(client: httpx.AsyncClient, operation_id: str) -> None:
+GATED_AT_NINE = ["wait9" if n == 9 else f"row{n}" for n in range(1, 31)]
+
+
+async def _gated_with_a_chunk_claimed_ahead(client: httpx.AsyncClient) -> str:
+    """An operation of three chunks whose ninth row holds at the gate, in the second half
+    of chunk 0: the process claims chunk 1 ahead, and its rows wait for chunk 0's."""
+    operation_id = await create_ok(
+        client, csv_of(GATED_AT_NINE), operation="chunked-gated", metadata={}
+    )
+
     async def both_running() -> bool:
         states = await chunk_states(client, operation_id)
         return states[:2] == [ChunkState.RUNNING] * 2
 
     await wait_until(both_running, what="chunk 1 claimed while chunk 0 waits at its gated row")
+    return operation_id

@@ -26,7 +26,7 @@ from bulkops.storage.sql.codec import OPERATION_COLUMNS, operation_values
 from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.keys import claim_key
-from bulkops.storage.sql.rows import check_paging
+from bulkops.storage.sql.rows import check_paging, in_states
 from bulkops.storage.sql.schema import not_completed, operations, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
@@ -193,7 +193,7 @@ class OperationMethods(SqlBase):
         """Failed rows of the operation, on the state index."""
         r = row_records.c
         stmt = select(func.count()).where(
-            r.operation_id == operation_id, r.state == RowState.FAILED, not_completed()
+            r.operation_id == operation_id, *in_states((RowState.FAILED,))
         )
         async with self._db.read() as conn:
             return int((await conn.execute(stmt)).scalar_one())
