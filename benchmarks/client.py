@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks import procfs
 from benchmarks.operations import BENCH_ROWS
 from benchmarks.procfs import CpuTimes
 from benchmarks.profilers import Profiler
@@ -51,6 +52,7 @@ class Run:
     status: dict[str, Any]
     cpu: CpuTimes
     peak_rss: int
+    helpers_peak_rss: int = 0  # the service's row helper processes, added up
     samples: list[Sample] = field(default_factory=list)
 
     @property
@@ -128,6 +130,7 @@ def run_to_end(
             status=status,
             cpu=service.cpu() - cpu_before,
             peak_rss=service.peak_rss(),
+            helpers_peak_rss=procfs.helpers_peak_rss_bytes(service.pid),
             samples=samples,
         )
 

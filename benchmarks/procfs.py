@@ -19,12 +19,23 @@ class CpuTimes:
     process: float
     main_thread: float
     threads: dict[int, float] = field(default_factory=dict)  # other live threads by tid
+    children: dict[int, float] = field(default_factory=dict)  # live child processes by pid
 
     def __sub__(self, other: CpuTimes) -> CpuTimes:
         threads = {
             tid: seconds - other.threads.get(tid, 0.0) for tid, seconds in self.threads.items()
         }
-        return CpuTimes(self.process - other.process, self.main_thread - other.main_thread, threads)
+        children = {
+            pid: seconds - other.children.get(pid, 0.0) for pid, seconds in self.children.items()
+        }
+        return CpuTimes(
+            self.process - other.process, self.main_thread - other.main_thread, threads, children
+        )
+
+    @property
+    def helpers(self) -> float:
+        """CPU of the live child processes (the service's row helpers)."""
+        return sum(self.children.values())
 
     @property
     def other_threads(self) -> float:
@@ -79,11 +90,40 @@ def cpu_times(pid: int) -> CpuTimes:
                 threads[int(task.name)] = _stat_seconds(task / "stat")
             except OSError:
                 continue  # the thread ended meanwhile
+    children: dict[int, float] = {}
+    for child in child_pids(pid):
+        try:
+            children[child] = _stat_seconds(Path(f"/proc/{child}/stat"))
+        except OSError:
+            continue  # it ended meanwhile
     return CpuTimes(
         process=_stat_seconds(Path(f"/proc/{pid}/stat")),
         main_thread=_stat_seconds(Path(f"/proc/{pid}/task/{pid}/stat")),
         threads=threads,
+        children=children,
     )
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (the service's row helpers)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found.update(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def helpers_peak_rss_bytes(pid: int) -> int:
+    """The peak resident memory of the live child processes of ``pid``, added up."""
+    total = 0
+    for child in child_pids(pid):
+        try:
+            total += peak_rss_bytes(child)
+        except (OSError, KeyError):
+            continue
+    return total
 
 
 class RssSampler(threading.Thread):

@@ -84,7 +84,9 @@ def _run_figures(run: Run) -> dict[str, Figure]:
         "other_threads_cpu_s": round(run.cpu.other_threads, 2),
         "busiest_other_thread_cpu_s": round(run.cpu.busiest_other_thread, 2),
         "main_thread_busy_share": round(run.cpu.main_thread / run.wall_seconds, 3),
+        "helper_cpu_s": round(run.cpu.helpers, 2),
         "peak_rss_mb": round(run.peak_rss / MB, 1),
+        "helper_peak_rss_mb": round(run.helpers_peak_rss / MB, 1),
     }
 
 

@@ -19,7 +19,9 @@ class CoarseClock:
     the object lets writers cache its encoding.
     """
 
-    def __init__(self, tick: float = 0.001) -> None:
+    TICK = 0.001  # seconds
+
+    def __init__(self, tick: float = TICK) -> None:
         self._tick = tick
         self._next = 0.0
         self._now = utcnow()

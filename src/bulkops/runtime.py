@@ -19,6 +19,7 @@ from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry, load_registry
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
+from bulkops.engine.row_helpers import RowHelpers
 from bulkops.engine.scheduler import NullScheduler, Scheduler, SchedulerConfig, WorkScheduler
 from bulkops.engine.signals import SignalHub, SignalService
 from bulkops.observability.metrics import Metrics
@@ -88,6 +89,7 @@ class Runtime:
     signal_requests: SignalUseCase
     exports: ExportService
     retries: RetryService
+    row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
     _channels: Mapping[str, Channel] = field(default_factory=dict)
@@ -169,13 +171,15 @@ class Runtime:
         )
         hub = SignalHub()
         signals = SignalService(rows, hub, stores.wakeups, metrics)
-        scheduler = cls._scheduler(settings, registry, stores, role, hub, metrics)
+        helpers = cls._row_helpers(settings, registry, role)
+        scheduler = cls._scheduler(settings, registry, stores, role, hub, metrics, helpers)
         return cls(
             settings=settings,
             metrics=metrics,
             registry=registry,
             stores=stores,
             scheduler=scheduler,
+            row_helpers=helpers,
             catalog=CatalogService(registry),
             submissions=SubmissionService(
                 registry,
@@ -209,6 +213,20 @@ class Runtime:
         )
 
     @staticmethod
+    def _row_helpers(settings: Settings, registry: Registry, role: Role) -> RowHelpers | None:
+        """Row helper processes, for a processing role whose operations another process
+        can load (from modules or files, not classes handed over in code)."""
+        count = settings.effective_row_helpers
+        if role == "api" or not count or registry.sources is None:
+            return None
+        return RowHelpers(
+            count,
+            registry.sources,
+            log_format=settings.log_format,
+            log_level=logging.getLogger().getEffectiveLevel(),
+        )
+
+    @staticmethod
     def _scheduler(
         settings: Settings,
         registry: Registry,
@@ -216,6 +234,7 @@ class Runtime:
         role: Role,
         hub: SignalHub,
         metrics: Metrics,
+        helpers: RowHelpers | None,
     ) -> Scheduler:
         if role == "api":
             return NullScheduler(stores.wakeups)
@@ -235,6 +254,7 @@ class Runtime:
             ),
             hub,
             metrics,
+            helpers,
         )
         return WorkScheduler(
             processor,

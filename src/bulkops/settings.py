@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -124,6 +125,14 @@ class Settings(BaseSettings):
         ge=0,
         description="Operations with more rows than this are processed as ranges of this many "
         "rows that every worker sharing the database claims (0: never split).",
+    )
+    row_helpers: int | None = Field(
+        default=None,
+        ge=0,
+        description="Helper processes that read, validate and run the rows of chunks beside "
+        "the event loop, so that a second core works on a large import (0: none; unset: one "
+        "when the machine has more than one core). Only for operations loaded from "
+        "BULKOPS_OPERATIONS (or the examples).",
     )
     max_resumes: int = Field(
         default=5,
@@ -262,6 +271,13 @@ class Settings(BaseSettings):
                 "workers would look orphaned"
             )
         return self
+
+    @property
+    def effective_row_helpers(self) -> int:
+        """``row_helpers``, or its default for this machine."""
+        if self.row_helpers is not None:
+            return self.row_helpers
+        return 1 if (os.cpu_count() or 1) > 1 else 0
 
     @property
     def effective_heartbeat_interval(self) -> float:

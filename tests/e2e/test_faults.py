@@ -103,6 +103,77 @@ def test_a_killed_serve_resumes_its_operation_when_started_again(
     assert any("resumed after its worker stopped responding" in m for m in messages)
 
 
+def test_a_killed_serve_takes_its_row_helper_with_it(
+    spawn: Callable[..., Process], tmp_path: Path
+) -> None:
+    rows = 3000
+    settings: dict[str, Any] = {"abandon_after": 2, "chunk_rows": 100, "row_helpers": 1}
+    process, url = serve(spawn, **settings)
+    log = tmp_path / "side-effects.log"
+    operation_id = submit(url, log, rows=rows, delay_ms=2)
+    helpers: list[int] = []
+    wait_for(
+        lambda: bool(helpers.extend(row_helpers_of(process.popen.pid)) or helpers),
+        timeout=60,
+        what="a row helper process",
+    )
+    wait_for(reached(url, operation_id, rows // 4), timeout=120, what="a quarter of the rows")
+    assert alive(helpers[0])
+
+    process.signal(signal.SIGKILL)
+    process.wait()
+    wait_for(lambda: not alive(helpers[0]), timeout=30, what="the helper to exit")
+    with sqlite3.connect(tmp_path / "shared.db") as db:
+        stored = {
+            f"r{number}"
+            for (number,) in db.execute(
+                "SELECT row_number FROM row_records WHERE operation_id = ? "
+                "AND state IN ('Completed', 'Failed')",
+                (operation_id,),
+            )
+        }
+
+    restarted = time.monotonic()
+    _, url = serve(spawn, **settings)
+    final = wait_terminal(url, operation_id, timeout=120)
+
+    assert (final["status"], final["processedRows"]) == ("Completed", rows)
+    not_final = {f"r{n}" for n in range(1, rows + 1)} - stored
+    twice = assert_each_row_ran_once_except(log, rows, not_final)
+    report(
+        "killed serve with a row helper",
+        stored=len(stored),
+        twice=len(twice),
+        restart_to_end=restarted,
+    )
+
+
+def row_helpers_of(pid: int) -> list[int]:
+    """The row helper processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat.rpartition(")")[2].split()[1])
+        if parent == pid and b"bulkops.engine.row_helper" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def status_of_db(path: Path, operation_id: str) -> str:
     with sqlite3.connect(path) as db:
         (status,) = db.execute(

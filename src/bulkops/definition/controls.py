@@ -53,6 +53,14 @@ class OperationControls:
     csv_delimiter: str | None = None
     schema_version: str | None = None
 
+    @property
+    def limits_failures(self) -> bool:
+        """Whether the operation stops starting rows after too many failed."""
+        return (
+            self.tolerated_failure_count is not None
+            or self.tolerated_failure_percentage is not None
+        )
+
     def failure_limit_passed(self, failed: int, total: int) -> str | None:
         """A message naming the threshold once more rows failed than tolerated, else None."""
         count, percentage = self.tolerated_failure_count, self.tolerated_failure_percentage

@@ -19,6 +19,9 @@ class Registry:
 
     def __init__(self, definitions: Iterable[OperationDefinition | type] = ()) -> None:
         self._by_key: dict[str, OperationDefinition] = {}
+        # The modules or files it was loaded from, when it was: another process can load
+        # the same operations from them (a row helper).
+        self.sources: tuple[str, ...] | None = None
         for item in definitions:
             self.add(item)
 
@@ -109,4 +112,5 @@ def load_registry(specs: Sequence[str]) -> Registry:
             raise DefinitionError(f"{spec!r} defines no @bulkops.operation class")
         for definition in definitions:
             registry.add(definition)
+    registry.sources = tuple(specs)
     return registry

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Mapping
 from itertools import chain, dropwhile, islice
+from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from bulkops.clock import utcnow
+from bulkops.definition.operation import OperationDefinition
+from bulkops.engine.helper_messages import Job, Progress
 from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.resume import FileRows, StoredRows
-from bulkops.engine.run import Ending, Run, StopReason
+from bulkops.engine.row_helpers import HelperLost, RowHelper
+from bulkops.engine.rows import RowRunner
+from bulkops.engine.run import Ending, OperationFailed, Run, Runner, StopReason
 from bulkops.errors import IllegalTransition
 from bulkops.formats import ChunkStart, FileFormat, RawRow, read_rows
 from bulkops.storage import lifecycle
@@ -52,34 +57,104 @@ class ChunkRun(Run):
 
     async def _process(self) -> None:
         definition = self._definition()
-        fmt = FileFormat(self.record.file_format)
         chunk = self.chunk
         async with self._stores.files.local_path(self.record.file_id) as path:
             runner = await self._prepare(definition, self.record.total_rows)
-            start = ChunkStart(chunk.first_row, chunk.offset) if chunk.offset >= 0 else None
-            reader = read_rows(
-                path,
-                fmt,
-                columns=definition.columns,
-                required=definition.required_columns,
-                keep_raw=definition.track_row_data,
-                drop_empty=fmt is FileFormat.CSV,
-                column_map=self.record.column_map,
-                delimiter=definition.controls.csv_delimiter,
-                start=start,
-                limit=chunk.row_count if start is not None else None,
+            stored = await StoredRows.load(
+                self._stores.rows, self.record.id, after=chunk.first_row - 1
+            )
+            if self._after is not None:
+                await self._after.wait()
+                await self._still_running()
+            done = chunk.first_row - 1  # rows up to this one ran elsewhere
+            helper = self._helper_for(runner, stored)
+            if helper is not None:
+                ran = await self._offload(helper, path, definition)
+                if ran is None:
+                    self.rows_done.set()
+                    return
+                done = ran
+            rows = read_chunk(
+                path, definition, chunk, self.record.file_format, self.record.column_map
             )
             try:
-                stored = await StoredRows.load(
-                    self._stores.rows, self.record.id, after=chunk.first_row - 1
-                )
-                if self._after is not None:
-                    await self._after.wait()
-                    await self._still_running()
-                await self._run(FileRows(self._in_range(reader), stored), runner)
+                remaining = dropwhile(lambda raw: raw.number <= done, rows)
+                await self._run(FileRows(self._in_range(remaining, done + 1), stored), runner)
                 self.rows_done.set()
             finally:
-                reader.close()
+                rows.close()
+
+    def _helper_for(self, runner: Runner, stored: StoredRows | None) -> RowHelper | None:
+        """An idle row helper process when the chunk's rows may run in one: a plain row
+        operation (nothing but the row's number to record when it completes), one row at
+        a time, no rate limit or failure budget to keep, and no row of the chunk stored."""
+        helpers = self._p.helpers
+        if (
+            helpers is None
+            or self._slots is not None
+            or not isinstance(runner, RowRunner)
+            or not runner.plain
+            or runner.definition.controls.rate_limit is not None
+            or runner.definition.controls.limits_failures
+            or (stored is not None and stored.next_number <= self.chunk.last_row)
+        ):
+            return None
+        return helpers.take()
+
+    async def _offload(
+        self, helper: RowHelper, path: Path, definition: OperationDefinition
+    ) -> int | None:
+        """Run the chunk's rows in ``helper``, recording them as they are reported. None
+        when it ran them all; the last row it reported when the helper was lost (the
+        rows after it run here: one may have run in the helper unreported, as in a
+        crash)."""
+        chunk, recorder = self.chunk, self._recorder
+        half = chunk.first_row + chunk.row_count // 2
+        reported = chunk.first_row - 1
+        timed = self._p.metrics.rows_timed
+        name = definition.name
+
+        def take(progress: Progress) -> None:
+            nonlocal reported
+            for first, last, at in progress.runs:
+                recorder.add_run(first, last, at)
+            for record in progress.failed:
+                self._add(record)
+            timed(name, progress.latencies, progress.seconds)
+            reported = progress.upto
+            if reported >= half:
+                self.nearly_done.set()
+
+        async def room() -> None:
+            if recorder.full:
+                await recorder.wait_room()
+
+        job = Job(
+            operation_id=self.record.id,
+            operation=definition.name,
+            metadata=dict(self.record.metadata),
+            path=str(path),
+            file_format=self.record.file_format,
+            column_map=dict(self.record.column_map) if self.record.column_map else None,
+            chunk=chunk,
+            report_interval=self._config.flush_interval,
+        )
+        try:
+            finished = await helper.run(job, take, room)
+        except HelperLost as exc:
+            log.warning(
+                "Row helper lost (%s) at row %d of chunk %d of operation %s; running the rest here",
+                exc,
+                reported,
+                chunk.index,
+                self.record.id,
+            )
+            return reported
+        finally:
+            helper.release()
+        if finished.failure is not None:
+            raise OperationFailed(finished.failure)
+        return None
 
     async def _still_running(self) -> None:
         """Stop here, before a row, when the operation was cancelled (or moved on) while
@@ -89,13 +164,11 @@ class ChunkRun(Run):
         if self.stop_reason is not None:
             await asyncio.sleep(0)  # the stop cancels this task at its next suspension
 
-    def _in_range(self, reader: Iterator[RawRow]) -> Iterator[RawRow]:
-        """The chunk's rows (a reader without an offset starts at the file's first row);
-        ``nearly_done`` is set when the second half of them begins."""
-        first, count = self.chunk.first_row, self.chunk.row_count
-        rows = dropwhile(lambda raw: raw.number < first, reader)
-        half = count // 2
-        return chain(islice(rows, count - half), self._nearly_done(), islice(rows, half))
+    def _in_range(self, rows: Iterator[RawRow], first: int) -> Iterator[RawRow]:
+        """The chunk's rows from row ``first`` on; ``nearly_done`` is set when the second
+        half of the chunk begins."""
+        half = self.chunk.first_row + self.chunk.row_count // 2
+        return chain(islice(rows, max(0, half - first)), self._nearly_done(), rows)
 
     def _nearly_done(self) -> Iterator[RawRow]:
         self.nearly_done.set()
@@ -126,6 +199,36 @@ class ChunkRun(Run):
     async def _end_operation(self, failure: str | None) -> None:
         """Finish (or fail) the operation, while it is still Running."""
         await end_split(self._p, self.record.id, failure)
+
+
+def read_chunk(
+    path: Path,
+    definition: OperationDefinition,
+    chunk: ChunkRecord,
+    file_format: str,
+    column_map: Mapping[str, str] | None,
+) -> Generator[RawRow, None, None]:
+    """The raw rows of ``chunk`` of an operation's stored file (read from the chunk's
+    offset when it is known, else from the start of the file). Close it when done."""
+    fmt = FileFormat(file_format)
+    start = ChunkStart(chunk.first_row, chunk.offset) if chunk.offset >= 0 else None
+    reader = read_rows(
+        path,
+        fmt,
+        columns=definition.columns,
+        required=definition.required_columns,
+        keep_raw=definition.track_row_data,
+        drop_empty=fmt is FileFormat.CSV,
+        column_map=column_map,
+        delimiter=definition.controls.csv_delimiter,
+        start=start,
+        limit=chunk.row_count if start is not None else None,
+    )
+    first = chunk.first_row
+    try:
+        yield from islice(dropwhile(lambda raw: raw.number < first, reader), chunk.row_count)
+    finally:
+        reader.close()
 
 
 async def end_split(processor: Processor, operation_id: UUID, failure: str | None) -> None:

@@ -16,6 +16,7 @@ from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry, apply_change
 from bulkops.engine.resume import FileRows, StoredRows
 from bulkops.engine.retry import RetrySource
+from bulkops.engine.row_helpers import RowHelpers
 from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
 from bulkops.engine.signals import SignalHub
 from bulkops.errors import IllegalTransition
@@ -84,8 +85,10 @@ class Processor:
         config: ProcessorConfig,
         hub: SignalHub | None = None,
         metrics: Metrics | None = None,
+        helpers: RowHelpers | None = None,
     ) -> None:
         self.registry = registry
+        self.helpers = helpers  # processes that may run the rows of chunks
         self.stores = stores
         self.config = config
         self.hub = hub or SignalHub()

@@ -32,6 +32,11 @@ class StoredRows:
         first = await anext(records, None)
         return None if first is None else cls(records, first)
 
+    @property
+    def next_number(self) -> int:
+        """The number of the next stored row ``find`` has not passed (no limit when none)."""
+        return self._current.row_number if self._current is not None else 2**63
+
     async def find(self, row_number: int) -> RowRecord | None:
         """The stored record of ``row_number``, or None. Call with ascending numbers."""
         while self._current is not None and self._current.row_number < row_number:

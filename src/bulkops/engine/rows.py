@@ -48,7 +48,7 @@ class RowBasics:
         self.metadata = metadata
         self.operation_id = operation_id
         self.pacer = pacer
-        self._validate_model = _validator(definition.row_model)
+        self.validate_model = _validator(definition.row_model)  # the row model, uncalled
         self._keep_data = definition.track_row_data
         self._clock = CoarseClock()
         self._validate = direct_call(instance.validate_row)
@@ -99,7 +99,7 @@ class RowBasics:
         if raw.error is not None or raw.values is None:
             return self.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE)
         try:
-            row: Row = self._validate_model(raw.values)
+            row: Row = self.validate_model(raw.values)
         except pydantic.ValidationError as exc:
             return self.invalid(raw, ErrorType.VALIDATION, describe_errors(exc))
         return row
@@ -170,9 +170,11 @@ class RowRunner(RowBasics):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._process = direct_call(getattr(self.instance, "process_row"))  # noqa: B009
+        self.process = direct_call(getattr(self.instance, "process_row"))  # noqa: B009
         controls = self.definition.controls
-        self._direct = not self.definition.overrides_validate_row and (
+        # Nothing to await before a row but its process_row: no validate_row, no wait for
+        # a rate limit.
+        self.direct = not self.definition.overrides_validate_row and (
             controls.rate_limit is None or self.pacer is None
         )
 
@@ -184,7 +186,7 @@ class RowRunner(RowBasics):
         row, row_id = prepared
         await self.pace()  # outside the try: a storage fault is not the row's failure
         try:
-            await self._process(row, self.metadata)
+            await self.process(row, self.metadata)
         except Exception as exc:
             record = self.new_record(raw, RowState.FAILED, row_id)
             record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
@@ -210,8 +212,8 @@ class RowRunner(RowBasics):
         ``process_row`` (no ``validate_row``, no rate limit) runs without any other
         coroutine: this is the hot path of a plain import.
         """
-        clock, process, metadata, now = perf_counter, self._process, self.metadata, self._clock.now
-        validate, direct = self._validate_model, self._direct
+        clock, process, metadata, now = perf_counter, self.process, self.metadata, self._clock.now
+        validate, direct = self.validate_model, self.direct
         for index in range(start, len(raws)):
             began = clock()
             raw = raws[index]

@@ -201,10 +201,7 @@ class Run:
             except Exception as exc:
                 raise OperationFailed(f"Metadata validation failed: {error_text(exc)}") from None
         controls, failed = definition.controls, 0
-        if (
-            controls.tolerated_failure_count is not None
-            or controls.tolerated_failure_percentage is not None
-        ):
+        if controls.limits_failures:
             # Only operations with a budget pay for counting their failed rows.
             failed = await self._retry.call(self._stores.operations.failed_rows, self.record.id)
         self._budget = FailureBudget(controls, total, failed)

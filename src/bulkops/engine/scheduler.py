@@ -475,6 +475,8 @@ class WorkScheduler:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._processor.helpers is not None:
+            await self._processor.helpers.close()
 
 
 def _gave_up_chunk(index: int, limit: int) -> str:

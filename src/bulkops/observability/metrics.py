@@ -9,7 +9,7 @@ million-row file cannot afford a locked ``Histogram.observe`` per row.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -60,6 +60,13 @@ class _RowLatencies(Collector):
             total[0] += seconds
 
         return observe
+
+    def merge(self, operation: str, counts: Sequence[int], seconds: float) -> None:
+        """Add rows counted elsewhere (by a row helper process) per bucket of ROW_BUCKETS."""
+        mine = self._counts.setdefault(operation, [0] * (len(ROW_BUCKETS) + 1))
+        for index, count in enumerate(counts):
+            mine[index] += count
+        self._sums.setdefault(operation, [0.0])[0] += seconds
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = HistogramMetricFamily(
@@ -148,6 +155,11 @@ class Metrics:
     def row_timer(self, operation: str) -> Callable[[float], None]:
         """Record the processing times of ``operation``'s rows (a call per row)."""
         return self._row_latencies.observer(operation)
+
+    def rows_timed(self, operation: str, counts: Sequence[int], seconds: float) -> None:
+        """Rows of ``operation`` timed by a row helper process: a count per bucket of
+        ``ROW_BUCKETS`` (and one above them) and their seconds in all."""
+        self._row_latencies.merge(operation, counts, seconds)
 
     def step_took(self, operation: str, step: str, seconds: float) -> None:
         """One step's time."""

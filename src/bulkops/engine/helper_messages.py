@@ -1,0 +1,106 @@
+"""What a row helper process and the process that started it say to each other.
+
+Messages travel over the helper's stdin and stdout, each as a 4-byte big-endian length
+and a pickle. Both ends are this package, started by one another over private pipes.
+
+The parent sends ``Hello`` once, then a ``Job`` at a time, and ``Stop`` to end a job
+early; the helper answers ``Ready`` to the hello, ``Progress`` while a job runs and
+``Finished`` at its end (after a stop too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from bulkops.storage.records import ChunkRecord, RowRecord
+
+_SIZE = 4
+
+Run = list[Any]  # [first, last, at]: rows first to last completed at ``at``
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """How to load the operations: the modules or files, from the parent's import path."""
+
+    sources: list[str]
+    sys_path: list[str]
+    log_format: str
+    log_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The operations are loaded (or could not be: ``error``)."""
+
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """Run the fresh rows of one chunk of an operation, in order."""
+
+    operation_id: UUID
+    operation: str
+    metadata: dict[str, Any]
+    path: str
+    file_format: str
+    column_map: dict[str, str] | None
+    chunk: ChunkRecord
+    report_interval: float  # seconds: progress at least this often while rows finish
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """End the job now: the row running is cancelled, as a stopped run's would be."""
+
+
+@dataclass(slots=True)
+class Progress:
+    """Rows finished since the last progress, in row order, up to row ``upto``."""
+
+    upto: int
+    runs: list[Run] = field(default_factory=list)  # completed rows
+    failed: list[RowRecord] = field(default_factory=list)
+    latencies: list[int] = field(default_factory=list)  # per bucket of ROW_BUCKETS
+    seconds: float = 0.0  # the rows' processing time in all
+
+    @property
+    def rows(self) -> int:
+        """How many rows this progress reports."""
+        completed: int = sum(last - first + 1 for first, last, _ in self.runs)
+        return completed + len(self.failed)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The job ended: every row ran, or it was stopped, or the operation as a whole failed
+    (``failure``: a fault of the file, an unknown operation, an internal error)."""
+
+    failure: str | None = None
+
+
+Message = Hello | Ready | Job | Stop | Progress | Finished
+
+
+async def send(writer: asyncio.StreamWriter, message: Message) -> None:
+    """Write one message and wait until the pipe takes it."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    writer.write(len(data).to_bytes(_SIZE, "big"))
+    writer.write(data)
+    await writer.drain()
+
+
+async def receive(reader: asyncio.StreamReader) -> Message:
+    """Read one message.
+
+    Raises:
+        asyncio.IncompleteReadError: the other end closed the pipe.
+    """
+    size = int.from_bytes(await reader.readexactly(_SIZE), "big")
+    message: Message = pickle.loads(await reader.readexactly(size))
+    return message

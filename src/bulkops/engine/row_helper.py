@@ -1,0 +1,298 @@
+"""A row helper process: runs the rows of whole chunks for the process that started it.
+
+The parent (``row_helpers.RowHelper``) owns everything stored: it claims the chunk, holds
+its lease, records the rows this process reports and ends the chunk. This process only
+reads the chunk's rows from the stored file, validates them and calls ``process_row``,
+so that a second core does that work beside the parent's event loop and writer.
+
+Started as ``python -m bulkops.engine.row_helper``; messages (``helper_messages``) come in
+on stdin and go out on the original stdout, which is kept for them alone: anything the
+operations print goes to stderr. The process ignores SIGINT (its parent decides when it
+stops) and exits when its stdin closes, the parent's end of the pipe, even mid-job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from bisect import bisect_left
+from collections.abc import Iterator
+from datetime import datetime
+from itertools import islice
+from pathlib import Path
+from time import perf_counter
+from typing import BinaryIO
+
+import pydantic
+
+from bulkops.clock import CoarseClock, utcnow
+from bulkops.definition.conversion import convert, describe_errors
+from bulkops.definition.registry import Registry, load_registry
+from bulkops.engine.chunks import read_chunk
+from bulkops.engine.helper_messages import (
+    Finished,
+    Hello,
+    Job,
+    Progress,
+    Ready,
+    Run,
+    Stop,
+    receive,
+    send,
+)
+from bulkops.engine.invoke import error_text
+from bulkops.engine.rows import UNREADABLE, RowRunner
+from bulkops.errors import FileFormatError, ValidationError
+from bulkops.formats import RawRow
+from bulkops.observability.logs import configure, operation_scope
+from bulkops.observability.metrics import ROW_BUCKETS
+from bulkops.storage.records import RowRecord
+from bulkops.storage.states import ErrorType, RowState
+
+log = logging.getLogger("bulkops.engine")
+
+BATCH_SIZE = 128  # rows read at a time between two looks at the parent's messages
+REPORT_ROWS = 2_000  # a progress message once this many rows finished (and on time)
+
+
+class _Report:
+    """The rows finished since the last progress message. The row loop adds to it; it is
+    sent when enough rows are in it, and on time by a timer too (the job's report
+    interval, the parent's flush interval), so that a slow row never holds back the rows
+    that finished before it."""
+
+    def __init__(self, writer: asyncio.StreamWriter, upto: int) -> None:
+        self._writer = writer
+        self.generation = 0  # taken (sent) so far: the row loop's cached lists are stale
+        self.progress = self._fresh(upto)
+        self.rows = 0
+
+    @staticmethod
+    def _fresh(upto: int) -> Progress:
+        return Progress(upto=upto, latencies=[0] * (len(ROW_BUCKETS) + 1))
+
+    def completed(self, number: int, at: datetime) -> None:
+        """Row ``number`` completed at ``at`` (the loop of rows with ``validate_row``)."""
+        runs = self.progress.runs
+        if runs and runs[-1][1] + 1 == number and runs[-1][2] is at:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number, at])
+        self.progress.upto = number
+        self.rows += 1
+
+    def failed(self, record: RowRecord) -> None:
+        """A row failed."""
+        self.progress.failed.append(record)
+        self.progress.upto = record.row_number
+        self.rows += 1
+
+    def took(self, seconds: float) -> None:
+        """A row's processing time."""
+        self.progress.latencies[bisect_left(ROW_BUCKETS, seconds)] += 1
+        self.progress.seconds += seconds
+
+    async def send(self) -> None:
+        """Send what was added since the last progress, if anything."""
+        if not self.rows:
+            return
+        progress, self.progress = self.progress, self._fresh(self.progress.upto)
+        self.rows = 0
+        self.generation += 1
+        await send(self._writer, progress)
+
+    async def send_every(self, seconds: float) -> None:
+        """Send progress every ``seconds`` (until cancelled)."""
+        while True:
+            await asyncio.sleep(seconds)
+            await self.send()
+
+
+async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) -> None:
+    """Run the job's rows and report them; always ends with ``Finished`` (a stop cancels
+    the row running, as it would in the parent)."""
+    operation_scope(job.operation_id)
+    report = _Report(writer, job.chunk.first_row - 1)
+    timer = asyncio.create_task(report.send_every(job.report_interval))
+    failure: str | None = None
+    try:
+        await _run_rows(registry, job, report)
+    except asyncio.CancelledError:
+        pass  # stopped: what finished is reported below
+    except (FileFormatError, _Failed) as exc:
+        failure = str(exc)
+    except Exception as exc:
+        log.exception("Unexpected error in a row helper while running %s", job.operation_id)
+        failure = f"Internal error: {error_text(exc)}"
+    finally:
+        timer.cancel()
+    await report.send()
+    await send(writer, Finished(failure))
+
+
+class _Failed(Exception):
+    """The operation as a whole cannot run here."""
+
+
+async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
+    definition = registry.get(job.operation)
+    if definition is None:
+        raise _Failed(f"Operation {job.operation!r} is not registered in the row helper")
+    try:
+        metadata = convert(definition.metadata_model, job.metadata)
+    except ValidationError as exc:
+        raise _Failed(f"Invalid metadata: {exc}") from None
+    runner = RowRunner(definition, definition.instantiate(), metadata, job.operation_id)
+    rows = read_chunk(Path(job.path), definition, job.chunk, job.file_format, job.column_map)
+    try:
+        if runner.direct:
+            await _run_direct(runner, rows, report)
+        else:
+            await _run_prepared(runner, rows, report)
+    finally:
+        rows.close()
+
+
+async def _run_prepared(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:
+    """Rows of an operation with ``validate_row``: ``run_plain`` a batch at a time."""
+    while batch := list(islice(rows, BATCH_SIZE)):
+        start = 0
+        while stopped := await runner.run_plain(batch, start, report.completed, report.took):
+            index, record = stopped
+            report.failed(record)
+            start = index + 1
+        if report.rows >= REPORT_ROWS:
+            await report.send()
+        await asyncio.sleep(0)  # let a Stop in
+
+
+async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:
+    """Rows with nothing to await but ``process_row``: ``run_plain``'s steps, with the
+    bookkeeping of each completed row inline (no call per row: it cost a quarter of the
+    helper's time). The lists of the report are cached between rows and looked up again
+    whenever the report was sent meanwhile."""
+    validate, process, metadata = runner.validate_model, runner.process, runner.metadata
+    clock, first_bound, tick = perf_counter, ROW_BUCKETS[0], CoarseClock.TICK
+    at, next_tick = utcnow(), clock() + tick
+    generation = -1
+    runs: list[Run] = []
+    run: Run | None = None
+    latencies: list[int] = []
+    count = 0
+    for raw in rows:
+        began = clock()
+        values = raw.values
+        if raw.error is not None or values is None:
+            report.failed(runner.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE))
+            report.took(clock() - began)
+            continue
+        try:
+            row = validate(values)
+        except pydantic.ValidationError as exc:
+            report.failed(runner.invalid(raw, ErrorType.VALIDATION, describe_errors(exc)))
+            report.took(clock() - began)
+            continue
+        try:
+            await process(row, metadata)
+        except Exception as exc:
+            record = runner.new_record(raw, RowState.FAILED)
+            record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
+            report.failed(record)
+            report.took(clock() - began)
+            continue
+        ended = clock()
+        if report.generation != generation:  # sent meanwhile: start on its new lists
+            generation, run = report.generation, None
+            runs, latencies = report.progress.runs, report.progress.latencies
+        if ended >= next_tick:
+            at, next_tick = utcnow(), ended + tick
+        number = raw.number
+        if run is not None and run[2] is at and run[1] + 1 == number:
+            run[1] = number
+        else:
+            run = [number, number, at]
+            runs.append(run)
+        seconds = ended - began
+        if seconds < first_bound:
+            latencies[0] += 1
+        else:
+            latencies[bisect_left(ROW_BUCKETS, seconds)] += 1
+        progress = report.progress
+        progress.seconds += seconds
+        progress.upto = number
+        report.rows += 1
+        count += 1
+        if count >= BATCH_SIZE:
+            count = 0
+            if report.rows >= REPORT_ROWS:
+                await report.send()
+            await asyncio.sleep(0)  # let a Stop in
+
+
+async def _pipes(out: BinaryIO) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0)
+    )
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return reader, writer
+
+
+async def serve(out: BinaryIO) -> None:
+    """Answer the parent until it closes the pipe."""
+    reader, writer = await _pipes(out)
+    hello = await receive(reader)
+    if not isinstance(hello, Hello):
+        raise SystemExit(f"row helper: expected a hello, got {type(hello).__name__}")
+    sys.path[:] = hello.sys_path
+    configure("json" if hello.log_format == "json" else "text", hello.log_level)
+    try:
+        registry = load_registry(hello.sources)
+    except Exception as exc:
+        await send(writer, Ready(error=error_text(exc)))
+        return
+    await send(writer, Ready())
+    jobs: asyncio.Queue[Job] = asyncio.Queue()
+    current: asyncio.Task[None] | None = None
+
+    async def listen() -> None:
+        while True:
+            try:
+                message = await receive(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                os._exit(0)  # the parent is gone: nobody would record these rows
+            if isinstance(message, Job):
+                jobs.put_nowait(message)
+            elif isinstance(message, Stop) and current is not None:
+                current.cancel()
+
+    listener = asyncio.create_task(listen())
+    try:
+        while True:
+            job = await jobs.get()
+            current = asyncio.create_task(run_job(registry, job, writer))
+            try:
+                await current
+            except asyncio.CancelledError:
+                # stopped before it began (run_job reports a stop itself once started)
+                await send(writer, Finished())
+            current = None
+    finally:
+        listener.cancel()
+
+
+def main() -> None:
+    """The helper's entry point."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # print() in an operation must not write into the messages
+    asyncio.run(serve(out))
+
+
+if __name__ == "__main__":
+    main()

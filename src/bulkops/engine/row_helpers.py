@@ -1,0 +1,272 @@
+"""Row helper processes: a second core for the rows of large operations.
+
+The event loop of a bulkops process reads, validates and runs rows, stores them and
+answers HTTP requests, all on one core. A row helper (``row_helper``, a child process)
+takes the reading, validating and running of a whole chunk's rows off it: the chunk's
+run stays here (claim, lease, recorder, end of the chunk) and records what the helper
+reports. Helpers start on first use, in the background (the chunk that asked runs here
+meanwhile), and stop with the scheduler.
+
+A helper that dies mid-job is dropped; its chunk goes on here from the row after the
+last one it reported (a row it ran but had not reported runs again, as after a crash).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+from bulkops.engine.helper_messages import (
+    Finished,
+    Hello,
+    Job,
+    Message,
+    Progress,
+    Ready,
+    Stop,
+    receive,
+    send,
+)
+
+log = logging.getLogger("bulkops.engine")
+
+START_TIMEOUT = 60.0  # seconds for a helper to import its operations
+STOP_TIMEOUT = 10.0  # seconds for a stopped job to report its last rows
+CLOSE_TIMEOUT = 5.0  # seconds for a helper to exit once its stdin closes
+MAX_START_FAILURES = 3  # helpers that could not start before the pool gives up
+
+
+class HelperLost(Exception):
+    """The helper process exited, or stopped answering, during a job."""
+
+
+class RowHelper:
+    """One helper process, running one job at a time."""
+
+    def __init__(self, pool: RowHelpers, process: asyncio.subprocess.Process) -> None:
+        self._pool = pool
+        self._process = process
+        assert process.stdin is not None and process.stdout is not None
+        self._writer = process.stdin
+        self._reader = process.stdout
+        self._broken = False
+
+    @property
+    def pid(self) -> int:
+        """The helper's process id."""
+        return self._process.pid
+
+    @property
+    def alive(self) -> bool:
+        """Whether it can take another job."""
+        return not self._broken and self._process.returncode is None
+
+    @classmethod
+    async def start(cls, pool: RowHelpers, hello: Hello) -> RowHelper:
+        """Start a helper and wait until it has loaded the operations.
+
+        Raises:
+            HelperLost: it exited or failed to load them.
+        """
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bulkops.engine.row_helper",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        helper = cls(pool, process)
+        try:
+            async with asyncio.timeout(START_TIMEOUT):
+                await helper._send(hello)
+                ready = await helper._receive()
+        except (HelperLost, TimeoutError) as exc:
+            await helper.close()
+            raise HelperLost(f"did not start: {exc or 'timed out'}") from None
+        except BaseException:  # cancelled: leave no process behind
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            raise
+        if not isinstance(ready, Ready) or ready.error is not None:
+            await helper.close()
+            error = ready.error if isinstance(ready, Ready) else type(ready).__name__
+            raise HelperLost(f"could not load the operations: {error}")
+        return helper
+
+    async def run(
+        self,
+        job: Job,
+        take: Callable[[Progress], None],
+        room: Callable[[], Awaitable[None]],
+    ) -> Finished:
+        """Run ``job``: each progress goes to ``take`` as it comes, and the next is read
+        once ``room`` returns. When the caller is cancelled, the helper is told to stop
+        and its last progress is taken before the cancellation goes on.
+
+        Raises:
+            HelperLost: the helper exited or broke the protocol; what it reported before
+                was taken.
+        """
+        try:
+            await self._send(job)
+            while not isinstance(message := await self._receive(), Finished):
+                if not isinstance(message, Progress):
+                    raise self._lost(f"unexpected {type(message).__name__}")
+                take(message)
+                await room()
+            return message
+        except asyncio.CancelledError:
+            # A run is stopped once but may be cancelled again while this drains (its
+            # lease and recorder both see a cancel): the drain runs to its end regardless.
+            stopping = asyncio.ensure_future(self._stop(take))
+            while not stopping.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(stopping)
+            raise
+
+    async def _stop(self, take: Callable[[Progress], None]) -> None:
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT):
+                await self._send(Stop())
+                while not isinstance(message := await self._receive(), Finished):
+                    if isinstance(message, Progress):
+                        take(message)
+        except (HelperLost, TimeoutError):
+            log.warning("A stopped row helper did not report its last rows; ending it")
+            self._broken = True
+            self._process.kill()
+
+    def release(self) -> None:
+        """Hand it back to its pool after a job (a lost helper is dropped)."""
+        self._pool.give_back(self)
+
+    async def close(self) -> None:
+        """Close its stdin (it exits at once, even mid-job) and wait for it to end."""
+        self._broken = True
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            self._writer.close()
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await self._process.wait()
+        except TimeoutError:
+            self._process.kill()
+            await self._process.wait()
+
+    async def _send(self, message: Message) -> None:
+        try:
+            await send(self._writer, message)
+        except (ConnectionError, RuntimeError) as exc:
+            raise self._lost(f"its pipe closed: {exc}") from None
+
+    async def _receive(self) -> Message:
+        try:
+            return await receive(self._reader)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise self._lost("it exited") from None
+
+    def _lost(self, reason: str) -> HelperLost:
+        self._broken = True
+        with contextlib.suppress(ProcessLookupError):
+            self._process.kill()
+        return HelperLost(reason)
+
+
+class RowHelpers:
+    """Up to ``count`` helper processes that load the operations of ``sources``."""
+
+    def __init__(
+        self,
+        count: int,
+        sources: Sequence[str],
+        *,
+        log_format: str = "text",
+        log_level: int = logging.INFO,
+    ) -> None:
+        self._count = count
+        self._hello = Hello(list(sources), list(sys.path), log_format, log_level)
+        self._idle: list[RowHelper] = []
+        self._all: set[RowHelper] = set()
+        self._background: set[asyncio.Task[None]] = set()  # helpers starting or closing
+        self._start_count = 0  # helpers starting now
+        self._failures = 0
+        self._closed = False
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the running helpers."""
+        return [helper.pid for helper in self._all if helper.alive]
+
+    def take(self) -> RowHelper | None:
+        """An idle helper for one job, or None: all busy, or still starting (one more is
+        started in the background when there is room for it)."""
+        while self._idle:
+            helper = self._idle.pop()
+            if helper.alive:
+                return helper
+            self._all.discard(helper)
+        self._start_one()
+        return None
+
+    async def ready(self) -> None:
+        """Start every helper now and wait until they can take jobs (those that fail to
+        start are logged, as in the background)."""
+        while self._start_one():
+            pass
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    def give_back(self, helper: RowHelper) -> None:
+        """A helper's job ended."""
+        if helper.alive and not self._closed:
+            self._idle.append(helper)
+        else:
+            self._all.discard(helper)
+            if helper.alive:
+                self._spawn_close(helper)
+
+    def _start_one(self) -> bool:
+        if (
+            self._closed
+            or self._failures >= MAX_START_FAILURES
+            or len(self._all) + self._start_count >= self._count
+        ):
+            return False
+        self._start_count += 1
+        task = asyncio.create_task(self._start())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return True
+
+    async def _start(self) -> None:
+        try:
+            helper = await RowHelper.start(self, self._hello)
+        except (HelperLost, OSError) as exc:
+            self._failures += 1
+            log.warning("A row helper process could not start (%s); rows run in-process", exc)
+            return
+        finally:
+            self._start_count -= 1
+        if self._closed:
+            await helper.close()
+            return
+        self._all.add(helper)
+        self._idle.append(helper)
+        log.info("Row helper process %d started", helper.pid)
+
+    def _spawn_close(self, helper: RowHelper) -> None:
+        task = asyncio.create_task(helper.close())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def close(self) -> None:
+        """Stop every helper (call once no job runs)."""
+        self._closed = True
+        for task in list(self._background):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._background, return_exceptions=True)
+        helpers, self._idle = list(self._all), []
+        self._all.clear()
+        await asyncio.gather(*(helper.close() for helper in helpers))

@@ -1,0 +1,233 @@
+"""The rows of chunks run in a row helper process (a real child process): recorded as in
+process, stopped by a cancel or a shutdown, and taken over here when the helper dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import bulkops as bo
+from bulkops.engine.row_helpers import RowHelpers
+from tests.integration.conftest import create_ok, runtime_of, wait_status, wait_until
+
+OPERATIONS = str(Path(__file__).with_name("helper_operations.py"))
+CHUNK_ROWS = 50
+ROWS = 300
+GATED = 120  # in the third chunk (rows 101-150)
+
+
+@pytest.fixture
+async def make(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    """``await make(row_helpers=1, **settings)``: a combined instance whose operations are
+    loaded from ``helper_operations.py`` by path, with its helpers started.
+    ``client.stop_app()`` ends the app's lifespan early."""
+    async with AsyncExitStack() as stack:
+        count = 0
+
+        async def start(**overrides: Any) -> httpx.AsyncClient:
+            nonlocal count
+            count += 1
+            values: dict[str, Any] = {
+                "database_url": f"sqlite:///{tmp_path}/db{count}.sqlite",
+                "files_url": f"file://{tmp_path}/files{count}",
+                "operations": [OPERATIONS],
+                "chunk_rows": CHUNK_ROWS,
+                "flush_interval": 0.05,
+                "row_helpers": 1,
+            }
+            values.update(overrides)
+            app = bo.create_app(None, bo.Settings(**values))
+            lifespan = AsyncExitStack()
+            stack.push_async_callback(lifespan.aclose)
+            await lifespan.enter_async_context(app.router.lifespan_context(app))
+            client = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://bulkops.test"
+            )
+            await stack.enter_async_context(client)
+            client.runtime = app.state.runtime  # type: ignore[attr-defined]
+            client.stop_app = lifespan.aclose  # type: ignore[attr-defined]
+            helpers = client.runtime.row_helpers  # type: ignore[attr-defined]
+            if helpers is not None:
+                await helpers.ready()  # else the first chunks run before a helper is up
+            return client
+
+        yield start
+
+
+def helpers_of(client: httpx.AsyncClient) -> RowHelpers:
+    helpers = runtime_of(client).row_helpers
+    assert helpers is not None
+    return helpers
+
+
+def rows_csv(fail: dict[int, str] | None = None) -> str:
+    """Rows 1..ROWS; ``fail`` maps a row to "invalid" (not a number) or "process"."""
+    fail = fail or {}
+    lines = ["n,fail"]
+    for n in range(1, ROWS + 1):
+        kind = fail.get(n, "")
+        lines.append(f"x{n},{kind}" if kind == "invalid" else f"{n},{kind}")
+    return "\n".join(lines) + "\n"
+
+
+def processed(log: Path) -> list[tuple[int, int]]:
+    """(row, pid) of every processed row, in order."""
+    if not log.exists():
+        return []
+    return [
+        (int(n), int(pid)) for n, pid in (line.split() for line in log.read_text().splitlines())
+    ]
+
+
+async def all_rows(client: httpx.AsyncClient, operation_id: str) -> list[dict[str, Any]]:
+    page = await client.get(f"/api/bulks/{operation_id}/rows?pageSize=1000")
+    items: list[dict[str, Any]] = page.json()["items"]
+    return [_timeless(item) for item in items]
+
+
+def _timeless(value: Any) -> Any:
+    """``value`` without its timestamps (keys ending in "At"), at any depth."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if not k.endswith("At")}
+    if isinstance(value, list):
+        return [_timeless(item) for item in value]
+    return value
+
+
+FAILURES = {7: "invalid", 64: "process", 65: "process", 170: "invalid", 299: "process"}
+
+
+@pytest.mark.parametrize("operation", ["helper-rows", "helper-validated"])
+async def test_rows_run_in_the_helper_and_are_recorded_as_in_process(
+    make: Callable[..., Any], tmp_path: Path, operation: str
+) -> None:
+    refused = set(range(3, ROWS + 1, 10)) if operation == "helper-validated" else set()
+    failed = set(FAILURES) | refused
+    results = {}
+    for helpers in (1, 0):
+        client = await make(row_helpers=helpers)
+        log = tmp_path / f"log-{helpers}"
+        operation_id = await create_ok(
+            client, rows_csv(FAILURES), operation=operation, metadata={"log": str(log)}
+        )
+        status = await wait_status(client, operation_id)
+        ran = processed(log)
+        results[helpers] = (status, await all_rows(client, operation_id), ran)
+        assert Counter(n for n, _ in ran) == Counter(
+            n for n in range(1, ROWS + 1) if FAILURES.get(n) != "invalid" and n not in refused
+        )  # every valid row processed once
+        if helpers:
+            pids = set(helpers_of(client).pids)
+            assert pids and {pid for _, pid in ran} <= pids | {os.getpid()}
+            assert any(pid in pids for _, pid in ran), "no row ran in the helper"
+            metrics = (await client.get("/metrics")).text
+            assert f'bulkops_row_duration_seconds_count{{operation="{operation}"}} 300.0' in metrics
+        else:
+            assert {pid for _, pid in ran} == {os.getpid()}
+
+    (with_status, with_rows, _), (without_status, without_rows, _) = results[1], results[0]
+    assert with_status["status"] == without_status["status"] == "CompletedWithErrors"
+    assert with_status["errorCount"] == without_status["errorCount"] == len(failed)
+    assert with_rows == without_rows  # the same records, field by field
+    assert {row["rowNumber"] for row in with_rows if row["state"] == "Failed"} == failed
+
+
+async def gated(client: httpx.AsyncClient, tmp_path: Path) -> tuple[str, Path, int]:
+    """An operation whose row GATED waits in the helper: its id, log, and the helper pid."""
+    gate, log = tmp_path / "gate", tmp_path / "log"
+    gate.touch()
+    operation_id = await create_ok(
+        client,
+        rows_csv(),
+        operation="helper-rows",
+        metadata={"log": str(log), "gate": str(gate), "gate_row": GATED},
+    )
+    reached = tmp_path / "gate.reached"
+    await wait_until(lambda: _true(reached.exists()), what="the gated row")
+    pid = int(reached.read_text())
+    assert pid in helpers_of(client).pids  # it runs in the helper
+    return operation_id, log, pid
+
+
+async def test_a_cancel_stops_the_row_running_in_the_helper(
+    make: Callable[..., Any], tmp_path: Path
+) -> None:
+    client = await make()
+    operation_id, log, _ = await gated(client, tmp_path)
+    # The rows before the gated one are reported (and stored) while it waits.
+    await wait_until(
+        lambda: _count(client, operation_id, "Completed", GATED - 1),
+        what="the rows before the gated one stored",
+    )
+
+    assert (await client.post(f"/api/bulks/{operation_id}/cancel")).status_code == 200
+    status = await wait_status(client, operation_id)
+    # The helper was told to stop: the gated row is cancelled there, the run ends at once.
+    await wait_until(
+        lambda: _true(not runtime_of(client).scheduler.active), timeout=5, what="the run to end"
+    )
+    (tmp_path / "gate").unlink()
+
+    assert status["status"] == "Cancelled"
+    ran = [n for n, _ in processed(log)]
+    assert ran == list(range(1, GATED))  # nothing after the gated row, which never ended
+    assert await _count(client, operation_id, "Completed", GATED - 1)
+    assert await _count(client, operation_id, "Failed", 0)
+
+
+async def _count(client: httpx.AsyncClient, operation_id: str, state: str, count: int) -> bool:
+    page = await client.get(f"/api/bulks/{operation_id}/rows?state={state}&pageSize=1")
+    found: int = page.json()["totalCount"]
+    return found == count
+
+
+async def test_rows_go_on_here_when_the_helper_dies(
+    make: Callable[..., Any], tmp_path: Path
+) -> None:
+    client = await make()
+    operation_id, log, pid = await gated(client, tmp_path)
+
+    os.kill(pid, signal.SIGKILL)
+    (tmp_path / "gate").unlink()
+    status = await wait_status(client, operation_id)
+
+    assert status["status"] == "Completed"
+    assert status["processedRows"] == ROWS
+    ran = processed(log)
+    counts = Counter(n for n, _ in ran)
+    assert set(counts) == set(range(1, ROWS + 1))
+    twice = sorted(n for n, count in counts.items() if count > 1)
+    assert all(101 <= n < GATED for n in twice), twice  # only rows it had not reported
+    assert all(count <= 2 for count in counts.values())
+    assert {p for n, p in ran if n >= GATED}.isdisjoint({pid})  # the rest ran elsewhere
+
+
+async def test_shutdown_stops_the_helper(make: Callable[..., Any], tmp_path: Path) -> None:
+    client = await make(shutdown_timeout=0.2)
+    _, log, pid = await gated(client, tmp_path)
+
+    await client.stop_app()  # type: ignore[attr-defined]
+
+    assert not _alive(pid)
+    assert [n for n, _ in processed(log)] == list(range(1, GATED))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" not in status.read_text()
+
+
+async def _true(value: bool) -> bool:
+    return value
