@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bulkops.engine")
 
+# A file this large is likely split into chunks that a row helper may run: the helper
+# starts while its rows are counted (half a second or so) rather than at the first chunk.
+WARM_HELPERS_BYTES = 1_000_000
 UNFINISHED = (RowState.PENDING, RowState.RUNNING, RowState.WAITING_FOR_COMPLETION)
 
 __all__ = ["OperationFailed", "OperationRun", "Processor", "ProcessorConfig", "StopReason"]
@@ -127,6 +130,8 @@ class OperationRun(Run):
             return
         delimiter = definition.controls.csv_delimiter
         async with self._stores.files.local_path(self.record.file_id) as path:
+            if self._p.helpers is not None and path.stat().st_size >= WARM_HELPERS_BYTES:
+                self._p.helpers.warm()  # starts while the rows are counted
             counted = await asyncio.to_thread(
                 count_chunks, path, fmt, self._config.chunk_rows or 2**31, delimiter
             )

@@ -210,11 +210,15 @@ class RowHelpers:
         self._start_one()
         return None
 
+    def warm(self) -> None:
+        """Start the helpers in the background, ahead of their first job."""
+        while self._start_one():
+            pass
+
     async def ready(self) -> None:
         """Start every helper now and wait until they can take jobs (those that fail to
         start are logged, as in the background)."""
-        while self._start_one():
-            pass
+        self.warm()
         await asyncio.gather(*self._background, return_exceptions=True)
 
     def give_back(self, helper: RowHelper) -> None:
