@@ -16,9 +16,8 @@ from bulkops.engine.helper_messages import Job, Progress
 from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.resume import FileRows, StoredRows
-from bulkops.engine.row_helpers import HelperLost, RowHelper
-from bulkops.engine.rows import RowRunner
-from bulkops.engine.run import Ending, OperationFailed, Run, Runner, StopReason
+from bulkops.engine.row_helpers import HelperLost, RowHelper, runs_in_helper
+from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
 from bulkops.errors import IllegalTransition
 from bulkops.formats import ChunkStart, FileFormat, RawRow, read_rows
 from bulkops.storage import lifecycle
@@ -67,7 +66,7 @@ class ChunkRun(Run):
                 await self._after.wait()
                 await self._still_running()
             done = chunk.first_row - 1  # rows up to this one ran elsewhere
-            helper = self._helper_for(runner, stored)
+            helper = self._helper_for(definition, stored)
             if helper is not None:
                 ran = await self._offload(helper, path, definition)
                 if ran is None:
@@ -84,18 +83,15 @@ class ChunkRun(Run):
             finally:
                 rows.close()
 
-    def _helper_for(self, runner: Runner, stored: StoredRows | None) -> RowHelper | None:
-        """An idle row helper process when the chunk's rows may run in one: a plain row
-        operation (nothing but the row's number to record when it completes), one row at
-        a time, no rate limit or failure budget to keep, and no row of the chunk stored."""
+    def _helper_for(
+        self, definition: OperationDefinition, stored: StoredRows | None
+    ) -> RowHelper | None:
+        """An idle row helper process, when the chunk's rows may run in one (none of them
+        stored yet)."""
         helpers = self._p.helpers
         if (
             helpers is None
-            or self._slots is not None
-            or not isinstance(runner, RowRunner)
-            or not runner.plain
-            or runner.definition.controls.rate_limit is not None
-            or runner.definition.controls.limits_failures
+            or not runs_in_helper(definition, self._config.max_row_concurrency)
             or (stored is not None and stored.next_number <= self.chunk.last_row)
         ):
             return None

@@ -16,7 +16,7 @@ from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry, apply_change
 from bulkops.engine.resume import FileRows, StoredRows
 from bulkops.engine.retry import RetrySource
-from bulkops.engine.row_helpers import RowHelpers
+from bulkops.engine.row_helpers import RowHelpers, runs_in_helper
 from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
 from bulkops.engine.signals import SignalHub
 from bulkops.errors import IllegalTransition
@@ -130,8 +130,13 @@ class OperationRun(Run):
             return
         delimiter = definition.controls.csv_delimiter
         async with self._stores.files.local_path(self.record.file_id) as path:
-            if self._p.helpers is not None and path.stat().st_size >= WARM_HELPERS_BYTES:
-                self._p.helpers.warm()  # starts while the rows are counted
+            helpers = self._p.helpers
+            if (
+                helpers is not None
+                and runs_in_helper(definition, self._config.max_row_concurrency)
+                and path.stat().st_size >= WARM_HELPERS_BYTES
+            ):
+                helpers.warm()  # starts while the rows are counted
             counted = await asyncio.to_thread(
                 count_chunks, path, fmt, self._config.chunk_rows or 2**31, delimiter
             )

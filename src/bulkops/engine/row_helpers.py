@@ -19,6 +19,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
+from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.helper_messages import (
     Finished,
     Hello,
@@ -37,6 +38,22 @@ START_TIMEOUT = 60.0  # seconds for a helper to import its operations
 STOP_TIMEOUT = 10.0  # seconds for a stopped job to report its last rows
 CLOSE_TIMEOUT = 5.0  # seconds for a helper to exit once its stdin closes
 MAX_START_FAILURES = 3  # helpers that could not start before the pool gives up
+
+
+def runs_in_helper(definition: OperationDefinition, max_row_concurrency: int) -> bool:
+    """Whether a helper may run the operation's rows with nothing a user sees changed: a
+    plain row operation (nothing to record of a completed row but its number: no row
+    data, no row id), one row at a time, no rate limit or failure threshold to keep."""
+    controls = definition.controls
+    return (
+        max_row_concurrency == 1
+        and not definition.is_step_based
+        and not definition.is_batch
+        and not definition.track_row_data
+        and not definition.overrides_row_id
+        and controls.rate_limit is None
+        and not controls.limits_failures
+    )
 
 
 class HelperLost(Exception):
