@@ -22,13 +22,17 @@ class Item(bo.Row):
     fail: str = ""
 
 
+async def _wait_at_gate(metadata: Meta) -> None:
+    Path(f"{metadata.gate}.reached").write_text(str(os.getpid()))
+    while Path(metadata.gate).exists():
+        await asyncio.sleep(0.01)
+
+
 @bo.operation("helper-rows")
 class HelperRows(bo.RowOperation[Meta, Item]):
     async def process_row(self, row: Item, metadata: Meta) -> None:
         if row.n == metadata.gate_row:
-            Path(f"{metadata.gate}.reached").write_text(str(os.getpid()))
-            while Path(metadata.gate).exists():
-                await asyncio.sleep(0.01)
+            await _wait_at_gate(metadata)
         with open(metadata.log, "a") as log:
             log.write(f"{row.n} {os.getpid()}\n")
         if row.fail == "process":
@@ -42,3 +46,15 @@ class HelperValidated(HelperRows):
     async def validate_row(self, row: Item, metadata: Meta) -> None:
         if row.n % 10 == 3:
             raise bo.ValidationError(f"row {row.n} ends in 3")
+
+
+@bo.operation("helper-batched", batch_size=7)
+class HelperBatched(bo.BatchOperation[Meta, Item]):
+    """Batches of seven, each row logged; rows marked "process" fail."""
+
+    async def process_batch(self, rows: list[Item], metadata: Meta) -> list[str | None]:
+        if any(row.n == metadata.gate_row for row in rows):
+            await _wait_at_gate(metadata)
+        with open(metadata.log, "a") as log:
+            log.writelines(f"{row.n} {os.getpid()}\n" for row in rows)
+        return [f"row {row.n} refused" if row.fail == "process" else None for row in rows]

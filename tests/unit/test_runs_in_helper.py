@@ -19,8 +19,9 @@ def definition(cls: type) -> OperationDefinition:
     return found
 
 
-def test_a_plain_row_operation_one_row_at_a_time_runs_in_a_helper() -> None:
-    assert runs_in_helper(definition(bench.BenchRows), max_row_concurrency=1)
+@pytest.mark.parametrize("cls", [bench.BenchRows, bench.BenchBatch])
+def test_a_plain_row_or_batch_operation_one_at_a_time_runs_in_a_helper(cls: type) -> None:
+    assert runs_in_helper(definition(cls), max_row_concurrency=1)
 
 
 def test_not_with_more_than_one_row_at_a_time() -> None:
@@ -31,7 +32,6 @@ def test_not_with_more_than_one_row_at_a_time() -> None:
     "cls",
     [
         bench.BenchPipeline,  # steps, signals
-        bench.BenchBatch,  # process_batch
         controls.Limited,  # a rate limit
         controls.Batched,  # a batch keeping row data
     ],

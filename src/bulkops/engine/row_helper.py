@@ -31,6 +31,7 @@ import pydantic
 from bulkops.clock import CoarseClock, utcnow
 from bulkops.definition.conversion import convert, describe_errors
 from bulkops.definition.registry import Registry, load_registry
+from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.chunks import read_chunk
 from bulkops.engine.helper_messages import (
     Finished,
@@ -84,11 +85,17 @@ class _Report:
         self.progress.upto = number
         self.rows += 1
 
-    def failed(self, record: RowRecord) -> None:
-        """A row failed."""
+    def failed(self, record: RowRecord, *, in_order: bool = True) -> None:
+        """A row failed (``in_order``: every row before it is reported too)."""
         self.progress.failed.append(record)
-        self.progress.upto = record.row_number
+        if in_order:
+            self.progress.upto = record.row_number
         self.rows += 1
+
+    def add_run(self, first: int, last: int, at: datetime) -> None:
+        """Rows ``first`` to ``last`` completed at ``at`` (a batch's)."""
+        self.progress.runs.append([first, last, at])
+        self.rows += last - first + 1
 
     def took(self, seconds: float) -> None:
         """A row's processing time."""
@@ -145,15 +152,57 @@ async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
         metadata = convert(definition.metadata_model, job.metadata)
     except ValidationError as exc:
         raise _Failed(f"Invalid metadata: {exc}") from None
-    runner = RowRunner(definition, definition.instantiate(), metadata, job.operation_id)
+    instance = definition.instantiate()
     rows = read_chunk(Path(job.path), definition, job.chunk, job.file_format, job.column_map)
     try:
+        if definition.is_batch:
+            batches = BatchRunner(definition, instance, metadata, job.operation_id)
+            await _run_batches(batches, rows, report)
+            return
+        runner = RowRunner(definition, instance, metadata, job.operation_id)
         if runner.direct:
             await _run_direct(runner, rows, report)
         else:
             await _run_prepared(runner, rows, report)
     finally:
         rows.close()
+
+
+async def _run_batches(runner: BatchRunner, rows: Iterator[RawRow], report: _Report) -> None:
+    """Rows of a batch operation: each converted (and validated), the valid ones processed
+    in batches of its size, as ``Run._run_batches`` does one batch at a time. A row that
+    fails before its batch is reported at once; the report's ``upto`` moves only past rows
+    that are all reported (none waiting in a batch)."""
+    size = runner.definition.controls.batch_size or 1
+    validated = runner.definition.overrides_validate_row
+    pending: list[Pending] = []
+    number, count = report.progress.upto, 0
+    for raw in rows:
+        number = raw.number
+        prepared = await runner.prepare(raw) if validated else runner.convert(raw)
+        if isinstance(prepared, RowRecord):
+            report.failed(prepared, in_order=False)
+        else:
+            pending.append((raw, None, *prepared))
+            if len(pending) >= size:
+                await _run_batch(runner, pending, report)
+                pending = []
+        if not pending:
+            report.progress.upto = number  # every row read so far is reported
+        count += 1
+        if count >= BATCH_SIZE:
+            count = 0
+            if report.rows >= REPORT_ROWS:
+                await report.send()
+            await asyncio.sleep(0)  # let a Stop in
+    if pending:
+        await _run_batch(runner, pending, report)
+        report.progress.upto = number
+
+
+async def _run_batch(runner: BatchRunner, batch: list[Pending], report: _Report) -> None:
+    for record in await runner.run_batch(batch, report.add_run):
+        report.failed(record, in_order=False)
 
 
 async def _run_prepared(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:

@@ -42,13 +42,13 @@ MAX_START_FAILURES = 3  # helpers that could not start before the pool gives up
 
 def runs_in_helper(definition: OperationDefinition, max_row_concurrency: int) -> bool:
     """Whether a helper may run the operation's rows with nothing a user sees changed: a
-    plain row operation (nothing to record of a completed row but its number: no row
-    data, no row id), one row at a time, no rate limit or failure threshold to keep."""
+    plain row or batch operation (nothing to record of a completed row but its number:
+    no row data, no row id), one row (or batch) at a time, no rate limit or failure
+    threshold to keep."""
     controls = definition.controls
     return (
         max_row_concurrency == 1
         and not definition.is_step_based
-        and not definition.is_batch
         and not definition.track_row_data
         and not definition.overrides_row_id
         and controls.rate_limit is None

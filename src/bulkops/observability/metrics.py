@@ -159,7 +159,8 @@ class Metrics:
     def rows_timed(self, operation: str, counts: Sequence[int], seconds: float) -> None:
         """Rows of ``operation`` timed by a row helper process: a count per bucket of
         ``ROW_BUCKETS`` (and one above them) and their seconds in all."""
-        self._row_latencies.merge(operation, counts, seconds)
+        if any(counts):  # batch operations time no row
+            self._row_latencies.merge(operation, counts, seconds)
 
     def step_took(self, operation: str, step: str, seconds: float) -> None:
         """One step's time."""
