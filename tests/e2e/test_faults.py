@@ -160,7 +160,7 @@ def row_helpers_of(pid: int) -> list[int]:
         except OSError:
             continue
         parent = int(stat.rpartition(")")[2].split()[1])
-        if parent == pid and b"bulkops.engine.row_helper" in command:
+        if parent == pid and b"bulkops.engine.helper_process" in command:
             found.append(int(entry.name))
     return found
 

@@ -1,11 +1,11 @@
 """Row helper processes: a second core for the rows of large operations.
 
 The event loop of a bulkops process reads, validates and runs rows, stores them and
-answers HTTP requests, all on one core. A row helper (``row_helper``, a child process)
+answers HTTP requests, all on one core. A row helper (``helper_process``, a child process)
 takes the reading, validating and running of a whole chunk's rows off it: the chunk's
 run stays here (claim, lease, recorder, end of the chunk) and records what the helper
-reports. Helpers start on first use, in the background (the chunk that asked runs here
-meanwhile), and stop with the scheduler.
+reports. Helpers start in the background when a large file is counted or a chunk first
+asks for one (that chunk runs here meanwhile), and stop with the scheduler.
 
 A helper that dies mid-job is dropped; its chunk goes on here from the row after the
 last one it reported (a row it ran but had not reported runs again, as after a crash).
@@ -91,7 +91,7 @@ class RowHelper:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "bulkops.engine.row_helper",
+            "bulkops.engine.helper_process",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

@@ -5,7 +5,7 @@ its lease, records the rows this process reports and ends the chunk. This proces
 reads the chunk's rows from the stored file, validates them and calls ``process_row``,
 so that a second core does that work beside the parent's event loop and writer.
 
-Started as ``python -m bulkops.engine.row_helper``; messages (``helper_messages``) come in
+Started as ``python -m bulkops.engine.helper_process``; messages (``helper_messages``) come in
 on stdin and go out on the original stdout, which is kept for them alone: anything the
 operations print goes to stderr. The process ignores SIGINT (its parent decides when it
 stops) and exits when its stdin closes, the parent's end of the pipe, even mid-job.
