@@ -3,6 +3,7 @@ process, stopped by a cancel or a shutdown, and taken over here when the helper 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections import Counter
@@ -10,12 +11,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
 
 import bulkops as bo
-from bulkops.engine.row_helpers import RowHelpers
+from bulkops.engine.helper_messages import Job, Progress
+from bulkops.engine.row_helpers import RowHelper, RowHelpers
+from bulkops.storage.records import ChunkRecord
 from tests.integration.conftest import create_ok, runtime_of, wait_status, wait_until
 
 OPERATIONS = str(Path(__file__).with_name("helper_operations.py"))
@@ -207,8 +211,9 @@ async def test_rows_go_on_here_when_the_helper_dies(
     invalid = {117: "invalid"} if operation == "helper-batched" else {}
     client = await make()
     operation_id, log, pid = await gated(client, tmp_path, operation, invalid)
-    # Wait for what the helper reports while it waits: rows 1-119, or 1-114 and 117.
-    stored = GATED - 1 if not invalid else 115
+    # Wait for what the helper reports while it waits: rows 1-119, or 1-114 (row 117 is
+    # held back until the batch before it is done: reports stay in row order).
+    stored = GATED - 1 if not invalid else 114
     await wait_until(
         lambda: _processed(client, operation_id, stored), what="the reported rows stored"
     )
@@ -224,6 +229,9 @@ async def test_rows_go_on_here_when_the_helper_dies(
     assert set(counts) == set(range(1, ROWS + 1)) - set(invalid)
     assert all(count == 1 for count in counts.values())  # its rows were all reported
     assert {p for n, p in ran if n >= GATED}.isdisjoint({pid})  # the rest ran elsewhere
+    events = (await client.get(f"/api/bulks/{operation_id}/events?limit=1000")).json()
+    failed = [e["message"].split()[1] for e in events if e["type"] == "RowFailed"]
+    assert failed == [str(n) for n in invalid]  # each failed row once, in events too
 
 
 async def _processed(client: httpx.AsyncClient, operation_id: str, rows: int) -> bool:
@@ -252,3 +260,77 @@ def _alive(pid: int) -> bool:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+@pytest.fixture
+async def helper() -> AsyncIterator[RowHelper]:
+    """One helper process of its own pool, started."""
+    pool = RowHelpers(1, [OPERATIONS])
+    await pool.ready()
+    taken = pool.take()
+    assert taken is not None
+    try:
+        yield taken
+    finally:
+        taken.release()
+        await pool.close()
+
+
+def job_of(path: Path, rows: int, **metadata: Any) -> Job:
+    operation_id = uuid4()
+    return Job(
+        operation_id=operation_id,
+        operation="helper-rows",
+        metadata=metadata,
+        path=str(path),
+        file_format="csv",
+        column_map=None,
+        chunk=ChunkRecord(operation_id, 0, 1, rows, -1),
+        report_interval=0.05,
+    )
+
+
+async def _no_wait() -> None:
+    return None
+
+
+async def test_a_stop_sent_right_behind_its_job_stops_it(helper: RowHelper, tmp_path: Path) -> None:
+    rows, log, gate = tmp_path / "rows.csv", tmp_path / "log", tmp_path / "gate"
+    rows.write_text(rows_csv())
+    gate.touch()  # row 1 would wait here until the stop timeout killed the helper
+    taken: list[Progress] = []
+    job = job_of(rows, ROWS, log=str(log), gate=str(gate), gate_row=1)
+    os.kill(helper.pid, signal.SIGSTOP)  # the helper finds the job and its Stop together
+    try:
+        running = asyncio.create_task(helper.run(job, taken.append, _no_wait))
+        await asyncio.sleep(0)  # the job is written; the run waits for its first message
+        running.cancel()
+        for _ in range(5):  # loop turns (no time passes): the Stop is written
+            await asyncio.sleep(0)
+    finally:
+        os.kill(helper.pid, signal.SIGCONT)
+
+    async with asyncio.timeout(5):  # a lost Stop waits 10 s, then kills the helper
+        with pytest.raises(asyncio.CancelledError):
+            await running
+    assert helper.alive
+    assert processed(log) == []
+
+    # The same helper runs its next job whole: nothing of the stopped one is taken for it.
+    gate.unlink()
+    finished = await helper.run(job_of(rows, ROWS, log=str(log)), taken.append, _no_wait)
+    assert finished.failure is None
+    assert [n for n, _ in processed(log)] == list(range(1, ROWS + 1))
+
+
+async def test_failing_rows_are_reported_as_they_go(helper: RowHelper, tmp_path: Path) -> None:
+    count = 5_000  # more than two reports' worth
+    rows = tmp_path / "rows.csv"
+    rows.write_text("n,fail\n" + "".join(f"x{n},\n" for n in range(count)))
+    taken: list[Progress] = []
+
+    await helper.run(job_of(rows, count, log=str(tmp_path / "log")), taken.append, _no_wait)
+
+    assert sum(len(progress.failed) for progress in taken) == count
+    assert len(taken) >= 3  # on the way, not one message at the end
+    assert [progress.upto for progress in taken] == sorted(progress.upto for progress in taken)

@@ -42,7 +42,9 @@ class Ready:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """Run the fresh rows of one chunk of an operation, in order."""
+    """Run the fresh rows of one chunk of an operation, in order. Its ``id`` (given by the
+    parent, new for every job of a helper) marks the ``Stop``, ``Progress`` and ``Finished``
+    that belong to it, so that none of them is ever taken for another job's."""
 
     operation_id: UUID
     operation: str
@@ -52,17 +54,23 @@ class Job:
     column_map: dict[str, str] | None
     chunk: ChunkRecord
     report_interval: float  # seconds: progress at least this often while rows finish
+    id: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """End the job now: the row running is cancelled, as a stopped run's would be."""
+    """End job ``job`` now (or never start it): the row running is cancelled, as a stopped
+    run's would be."""
+
+    job: int
 
 
 @dataclass(slots=True)
 class Progress:
-    """Rows finished since the last progress, in row order, up to row ``upto``."""
+    """Rows finished since the last progress of job ``job``: every row up to ``upto`` is
+    reported now or before, and none after it."""
 
+    job: int
     upto: int
     runs: list[Run] = field(default_factory=list)  # completed rows
     failed: list[RowRecord] = field(default_factory=list)
@@ -81,6 +89,7 @@ class Finished:
     """The job ended: every row ran, or it was stopped, or the operation as a whole failed
     (``failure``: a fault of the file, an unknown operation, an internal error)."""
 
+    job: int
     failure: str | None = None
 
 

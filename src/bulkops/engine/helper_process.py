@@ -14,6 +14,7 @@ stops) and exits when its stdin closes, the parent's end of the pipe, even mid-j
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -29,7 +30,7 @@ from typing import BinaryIO
 import pydantic
 
 from bulkops.clock import CoarseClock, utcnow
-from bulkops.definition.conversion import convert, describe_errors
+from bulkops.definition.conversion import describe_errors
 from bulkops.definition.registry import Registry, load_registry
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.chunks import read_chunk
@@ -45,8 +46,10 @@ from bulkops.engine.helper_messages import (
     send,
 )
 from bulkops.engine.invoke import error_text
+from bulkops.engine.resume import BATCH_SIZE  # rows between two looks at the messages
 from bulkops.engine.rows import UNREADABLE, RowRunner
-from bulkops.errors import FileFormatError, ValidationError
+from bulkops.engine.run import OperationFailed, instantiate
+from bulkops.errors import FileFormatError
 from bulkops.formats import RawRow
 from bulkops.observability.logs import configure, operation_scope
 from bulkops.observability.metrics import ROW_BUCKETS
@@ -55,7 +58,6 @@ from bulkops.storage.states import ErrorType, RowState
 
 log = logging.getLogger("bulkops.engine")
 
-BATCH_SIZE = 128  # rows read at a time between two looks at the parent's messages
 REPORT_ROWS = 2_000  # a progress message once this many rows finished (and on time)
 
 
@@ -65,15 +67,15 @@ class _Report:
     interval, the parent's flush interval), so that a slow row never holds back the rows
     that finished before it."""
 
-    def __init__(self, writer: asyncio.StreamWriter, upto: int) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, job: int, upto: int) -> None:
         self._writer = writer
+        self._job = job
         self.generation = 0  # taken (sent) so far: the row loop's cached lists are stale
-        self.progress = self._fresh(upto)
         self.rows = 0
+        self.progress = self._fresh(upto)
 
-    @staticmethod
-    def _fresh(upto: int) -> Progress:
-        return Progress(upto=upto, latencies=[0] * (len(ROW_BUCKETS) + 1))
+    def _fresh(self, upto: int) -> Progress:
+        return Progress(job=self._job, upto=upto, latencies=[0] * (len(ROW_BUCKETS) + 1))
 
     def completed(self, number: int, at: datetime) -> None:
         """Row ``number`` completed at ``at`` (the loop of rows with ``validate_row``)."""
@@ -111,6 +113,12 @@ class _Report:
         self.generation += 1
         await send(self._writer, progress)
 
+    async def pause(self) -> None:
+        """Between rows: send what is due, and let a Stop (and the timer) in."""
+        if self.rows >= REPORT_ROWS:
+            await self.send()
+        await asyncio.sleep(0)
+
     async def send_every(self, seconds: float) -> None:
         """Send progress every ``seconds`` (until cancelled)."""
         while True:
@@ -119,40 +127,41 @@ class _Report:
 
 
 async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) -> None:
-    """Run the job's rows and report them; always ends with ``Finished`` (a stop cancels
-    the row running, as it would in the parent)."""
+    """Run the job's rows and report them; always ends with one ``Finished`` (a stop
+    cancels the row running, as it would in the parent)."""
     operation_scope(job.operation_id)
-    report = _Report(writer, job.chunk.first_row - 1)
+    report = _Report(writer, job.id, job.chunk.first_row - 1)
     timer = asyncio.create_task(report.send_every(job.report_interval))
     failure: str | None = None
     try:
         await _run_rows(registry, job, report)
     except asyncio.CancelledError:
         pass  # stopped: what finished is reported below
-    except (FileFormatError, _Failed) as exc:
+    except (FileFormatError, OperationFailed) as exc:
         failure = str(exc)
     except Exception as exc:
         log.exception("Unexpected error in a row helper while running %s", job.operation_id)
         failure = f"Internal error: {error_text(exc)}"
     finally:
         timer.cancel()
+    # A stop that comes now (the rows all ran) must not cut the last messages short.
+    ending = asyncio.ensure_future(_finish(report, writer, Finished(job.id, failure)))
+    while not ending.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(ending)
+    ending.result()
+
+
+async def _finish(report: _Report, writer: asyncio.StreamWriter, finished: Finished) -> None:
     await report.send()
-    await send(writer, Finished(failure))
-
-
-class _Failed(Exception):
-    """The operation as a whole cannot run here."""
+    await send(writer, finished)
 
 
 async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
     definition = registry.get(job.operation)
     if definition is None:
-        raise _Failed(f"Operation {job.operation!r} is not registered in the row helper")
-    try:
-        metadata = convert(definition.metadata_model, job.metadata)
-    except ValidationError as exc:
-        raise _Failed(f"Invalid metadata: {exc}") from None
-    instance = definition.instantiate()
+        raise OperationFailed(f"Operation {job.operation!r} is not registered in the row helper")
+    metadata, instance = await instantiate(definition, job.metadata)
     rows = read_chunk(Path(job.path), definition, job.chunk, job.file_format, job.column_map)
     try:
         if definition.is_batch:
@@ -170,39 +179,50 @@ async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
 
 async def _run_batches(runner: BatchRunner, rows: Iterator[RawRow], report: _Report) -> None:
     """Rows of a batch operation: each converted (and validated), the valid ones processed
-    in batches of its size, as ``Run._run_batches`` does one batch at a time. A row that
-    fails before its batch is reported at once; the report's ``upto`` moves only past rows
-    that are all reported (none waiting in a batch)."""
+    in batches of its size, as ``Run._run_batches`` does one batch at a time. Reports stay
+    in row order: a row that fails while earlier rows wait for their batch is held back
+    until that batch is done, so a helper that dies never leaves a reported row behind an
+    unreported one."""
     size = runner.definition.controls.batch_size or 1
     validated = runner.definition.overrides_validate_row
     pending: list[Pending] = []
+    held: list[RowRecord] = []  # failed while ``pending`` waits: reported after it
     number, count = report.progress.upto, 0
     for raw in rows:
-        number = raw.number
-        prepared = await runner.prepare(raw) if validated else runner.convert(raw)
-        if isinstance(prepared, RowRecord):
-            report.failed(prepared, in_order=False)
-        else:
-            pending.append((raw, None, *prepared))
-            if len(pending) >= size:
-                await _run_batch(runner, pending, report)
-                pending = []
-        if not pending:
-            report.progress.upto = number  # every row read so far is reported
         count += 1
         if count >= BATCH_SIZE:
             count = 0
-            if report.rows >= REPORT_ROWS:
-                await report.send()
-            await asyncio.sleep(0)  # let a Stop in
+            await report.pause()
+        number = raw.number
+        prepared = await runner.prepare(raw) if validated else runner.convert(raw)
+        if isinstance(prepared, RowRecord):
+            if pending:
+                held.append(prepared)
+            else:
+                report.failed(prepared)
+            continue
+        pending.append((raw, None, *prepared))
+        if len(pending) >= size:
+            await _run_batch(runner, pending, held, report, number)
+            pending, held = [], []
     if pending:
-        await _run_batch(runner, pending, report)
-        report.progress.upto = number
+        await _run_batch(runner, pending, held, report, number)
 
 
-async def _run_batch(runner: BatchRunner, batch: list[Pending], report: _Report) -> None:
+async def _run_batch(
+    runner: BatchRunner,
+    batch: list[Pending],
+    held: list[RowRecord],
+    report: _Report,
+    upto: int,
+) -> None:
+    """Run a batch, then report it and the rows held back behind it: every row up to row
+    ``upto``."""
     for record in await runner.run_batch(batch, report.add_run):
         report.failed(record, in_order=False)
+    for record in held:
+        report.failed(record, in_order=False)
+    report.progress.upto = upto
 
 
 async def _run_prepared(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:
@@ -213,9 +233,7 @@ async def _run_prepared(runner: RowRunner, rows: Iterator[RawRow], report: _Repo
             index, record = stopped
             report.failed(record)
             start = index + 1
-        if report.rows >= REPORT_ROWS:
-            await report.send()
-        await asyncio.sleep(0)  # let a Stop in
+        await report.pause()
 
 
 async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:
@@ -232,6 +250,10 @@ async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report
     latencies: list[int] = []
     count = 0
     for raw in rows:
+        count += 1
+        if count >= BATCH_SIZE:  # for every row, failed ones included
+            count = 0
+            await report.pause()
         began = clock()
         values = raw.values
         if raw.error is not None or values is None:
@@ -273,12 +295,6 @@ async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report
         progress.seconds += seconds
         progress.upto = number
         report.rows += 1
-        count += 1
-        if count >= BATCH_SIZE:
-            count = 0
-            if report.rows >= REPORT_ROWS:
-                await report.send()
-            await asyncio.sleep(0)  # let a Stop in
 
 
 async def _pipes(out: BinaryIO) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -307,7 +323,8 @@ async def serve(out: BinaryIO) -> None:
         return
     await send(writer, Ready())
     jobs: asyncio.Queue[Job] = asyncio.Queue()
-    current: asyncio.Task[None] | None = None
+    stopped: set[int] = set()  # jobs told to stop, started or not
+    current: tuple[int, asyncio.Task[None]] | None = None
 
     async def listen() -> None:
         while True:
@@ -317,20 +334,26 @@ async def serve(out: BinaryIO) -> None:
                 os._exit(0)  # the parent is gone: nobody would record these rows
             if isinstance(message, Job):
                 jobs.put_nowait(message)
-            elif isinstance(message, Stop) and current is not None:
-                current.cancel()
+            elif isinstance(message, Stop):
+                stopped.add(message.job)
+                if current is not None and current[0] == message.job:
+                    current[1].cancel()
 
     listener = asyncio.create_task(listen())
     try:
         while True:
             job = await jobs.get()
-            current = asyncio.create_task(run_job(registry, job, writer))
+            if job.id in stopped:  # stopped before it began (the Stop came with it)
+                await send(writer, Finished(job.id))
+                continue
+            task = asyncio.create_task(run_job(registry, job, writer))
+            current = (job.id, task)
             try:
-                await current
-            except asyncio.CancelledError:
-                # stopped before it began (run_job reports a stop itself once started)
-                await send(writer, Finished())
+                await task
+            except asyncio.CancelledError:  # cancelled before its first line ran
+                await send(writer, Finished(job.id))
             current = None
+            stopped.discard(job.id)
     finally:
         listener.cancel()
 

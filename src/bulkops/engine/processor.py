@@ -133,6 +133,7 @@ class OperationRun(Run):
             helpers = self._p.helpers
             if (
                 helpers is not None
+                and self._config.chunk_rows > 0
                 and runs_in_helper(definition, self._config.max_row_concurrency)
                 and path.stat().st_size >= WARM_HELPERS_BYTES
             ):

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.helper_messages import (
@@ -70,6 +71,8 @@ class RowHelper:
         self._writer = process.stdin
         self._reader = process.stdout
         self._broken = False
+        self._jobs = 0  # jobs given so far: the next one's id
+        self._incoming: asyncio.Future[Message] | None = None  # a message being read
 
     @property
     def pid(self) -> int:
@@ -99,8 +102,8 @@ class RowHelper:
         try:
             async with asyncio.timeout(START_TIMEOUT):
                 await helper._send(hello)
-                ready = await helper._receive()
-        except (HelperLost, TimeoutError) as exc:
+                ready = await receive(helper._reader)
+        except (HelperLost, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
             await helper.close()
             raise HelperLost(f"did not start: {exc or 'timed out'}") from None
         except BaseException:  # cancelled: leave no process behind
@@ -127,34 +130,37 @@ class RowHelper:
             HelperLost: the helper exited or broke the protocol; what it reported before
                 was taken.
         """
+        self._jobs += 1
+        job = replace(job, id=self._jobs)
         try:
             await self._send(job)
-            while not isinstance(message := await self._receive(), Finished):
-                if not isinstance(message, Progress):
-                    raise self._lost(f"unexpected {type(message).__name__}")
+            while not isinstance(message := await self._receive(job.id), Finished):
                 take(message)
                 await room()
             return message
         except asyncio.CancelledError:
             # A run is stopped once but may be cancelled again while this drains (its
             # lease and recorder both see a cancel): the drain runs to its end regardless.
-            stopping = asyncio.ensure_future(self._stop(take))
+            stopping = asyncio.ensure_future(self._stop(job.id, take))
             while not stopping.done():
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.shield(stopping)
             raise
+        except HelperLost:
+            raise
+        except BaseException:  # the recorder gave up, say: the job must not run on
+            self._kill()
+            raise
 
-    async def _stop(self, take: Callable[[Progress], None]) -> None:
+    async def _stop(self, job: int, take: Callable[[Progress], None]) -> None:
         try:
             async with asyncio.timeout(STOP_TIMEOUT):
-                await self._send(Stop())
-                while not isinstance(message := await self._receive(), Finished):
-                    if isinstance(message, Progress):
-                        take(message)
+                await self._send(Stop(job))
+                while not isinstance(message := await self._receive(job), Finished):
+                    take(message)
         except (HelperLost, TimeoutError):
             log.warning("A stopped row helper did not report its last rows; ending it")
-            self._broken = True
-            self._process.kill()
+            self._kill()
 
     def release(self) -> None:
         """Hand it back to its pool after a job (a lost helper is dropped)."""
@@ -178,16 +184,34 @@ class RowHelper:
         except (ConnectionError, RuntimeError) as exc:
             raise self._lost(f"its pipe closed: {exc}") from None
 
-    async def _receive(self) -> Message:
-        try:
-            return await receive(self._reader)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            raise self._lost("it exited") from None
+    async def _receive(self, job: int) -> Progress | Finished:
+        """The next message of ``job`` (those of a job stopped earlier are passed over).
+        A message is read by a task of its own, which a cancelled caller leaves running
+        for the next call: a message is never cut in two."""
+        while True:
+            if self._incoming is None:
+                self._incoming = asyncio.ensure_future(receive(self._reader))
+            try:
+                message = await asyncio.shield(self._incoming)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                raise self._lost("it exited") from None
+            except Exception as exc:
+                raise self._lost(f"unreadable message: {exc}") from None
+            finally:
+                if self._incoming.done():
+                    self._incoming = None
+            if not isinstance(message, Progress | Finished):
+                raise self._lost(f"unexpected {type(message).__name__}")
+            if message.job == job:
+                return message
 
-    def _lost(self, reason: str) -> HelperLost:
+    def _kill(self) -> None:
         self._broken = True
         with contextlib.suppress(ProcessLookupError):
             self._process.kill()
+
+    def _lost(self, reason: str) -> HelperLost:
+        self._kill()
         return HelperLost(reason)
 
 
@@ -206,8 +230,8 @@ class RowHelpers:
         self._hello = Hello(list(sources), list(sys.path), log_format, log_level)
         self._idle: list[RowHelper] = []
         self._all: set[RowHelper] = set()
-        self._background: set[asyncio.Task[None]] = set()  # helpers starting or closing
-        self._start_count = 0  # helpers starting now
+        self._starting: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Task[None]] = set()  # helpers dropped after a job
         self._failures = 0
         self._closed = False
 
@@ -236,28 +260,28 @@ class RowHelpers:
         """Start every helper now and wait until they can take jobs (those that fail to
         start are logged, as in the background)."""
         self.warm()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await asyncio.gather(*self._starting, return_exceptions=True)
 
     def give_back(self, helper: RowHelper) -> None:
         """A helper's job ended."""
         if helper.alive and not self._closed:
             self._idle.append(helper)
-        else:
-            self._all.discard(helper)
-            if helper.alive:
-                self._spawn_close(helper)
+            return
+        self._all.discard(helper)
+        task = asyncio.create_task(helper.close())  # ends it (if need be) and reaps it
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def _start_one(self) -> bool:
         if (
             self._closed
             or self._failures >= MAX_START_FAILURES
-            or len(self._all) + self._start_count >= self._count
+            or len(self._all) + len(self._starting) >= self._count
         ):
             return False
-        self._start_count += 1
         task = asyncio.create_task(self._start())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
         return True
 
     async def _start(self) -> None:
@@ -267,8 +291,6 @@ class RowHelpers:
             self._failures += 1
             log.warning("A row helper process could not start (%s); rows run in-process", exc)
             return
-        finally:
-            self._start_count -= 1
         if self._closed:
             await helper.close()
             return
@@ -276,18 +298,12 @@ class RowHelpers:
         self._idle.append(helper)
         log.info("Row helper process %d started", helper.pid)
 
-    def _spawn_close(self, helper: RowHelper) -> None:
-        task = asyncio.create_task(helper.close())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def close(self) -> None:
         """Stop every helper (call once no job runs)."""
         self._closed = True
-        for task in list(self._background):
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*self._background, return_exceptions=True)
+        for task in list(self._starting):
+            task.cancel()  # a helper cancelled while it starts is killed
+        await asyncio.gather(*self._starting, *self._closing, return_exceptions=True)
         helpers, self._idle = list(self._all), []
         self._all.clear()
         await asyncio.gather(*(helper.close() for helper in helpers))

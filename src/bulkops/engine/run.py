@@ -13,16 +13,18 @@ import logging
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bulkops.definition.conversion import convert
-from bulkops.definition.operation import OperationDefinition
+from bulkops.definition.models import Metadata
+from bulkops.definition.operation import OperationBase, OperationDefinition
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.lease import Held, Lease
 from bulkops.engine.pacing import Pacer, Slots
 from bulkops.engine.pipeline import PipelineRunner
 from bulkops.engine.recorder import RowRecorder
+from bulkops.engine.resume import RowBatch
 from bulkops.engine.rows import RowRunner
 from bulkops.engine.window import FailureBudget, Window
 from bulkops.errors import FileFormatError, StorageError, ValidationError
@@ -39,10 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("bulkops.engine")
 
 Runner = RowRunner | PipelineRunner | BatchRunner
-# Rows travel in small batches: one await per batch instead of per row.
-RowBatch = list[tuple[RawRow, RowRecord | None]]
+# Rows travel in small batches (resume.BATCH_SIZE): one await per batch, not per row.
 RowBatches = AsyncIterable[RowBatch]
-BATCH_SIZE = 128
 
 
 class StopReason(enum.Enum):
@@ -65,6 +65,27 @@ class Ending:
 
     stop_reason: StopReason | None
     failure: str | None
+
+
+async def instantiate(
+    definition: OperationDefinition, raw_metadata: dict[str, Any]
+) -> tuple[Metadata, OperationBase[Any, Any]]:
+    """The operation's metadata and a new instance of it that validated them.
+
+    Raises:
+        OperationFailed: the metadata are invalid.
+    """
+    try:
+        metadata = convert(definition.metadata_model, raw_metadata)
+    except ValidationError as exc:
+        raise OperationFailed(f"Invalid metadata: {exc}") from None
+    instance = definition.instantiate()
+    if definition.overrides_validate_metadata:
+        try:
+            await invoke(instance.validate_metadata, metadata)
+        except Exception as exc:
+            raise OperationFailed(f"Metadata validation failed: {error_text(exc)}") from None
+    return metadata, instance
 
 
 class Run:
@@ -190,16 +211,7 @@ class Run:
         return definition
 
     async def _prepare(self, definition: OperationDefinition, total: int) -> Runner:
-        try:
-            metadata = convert(definition.metadata_model, self.record.metadata)
-        except ValidationError as exc:
-            raise OperationFailed(f"Invalid metadata: {exc}") from None
-        instance = definition.instantiate()
-        if definition.overrides_validate_metadata:
-            try:
-                await invoke(instance.validate_metadata, metadata)
-            except Exception as exc:
-                raise OperationFailed(f"Metadata validation failed: {error_text(exc)}") from None
+        metadata, instance = await instantiate(definition, self.record.metadata)
         controls, failed = definition.controls, 0
         if controls.limits_failures:
             # Only operations with a budget pay for counting their failed rows.
