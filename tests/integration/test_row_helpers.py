@@ -97,6 +97,20 @@ async def all_rows(client: httpx.AsyncClient, operation_id: str) -> list[dict[st
     return [_timeless(item) for item in items]
 
 
+async def failure_events(client: httpx.AsyncClient, operation_id: str) -> list[str]:
+    events = (await client.get(f"/api/bulks/{operation_id}/events?limit=1000")).json()
+    return sorted(e["message"] for e in events if e["type"] == "RowFailed")
+
+
+def counted(operation: str, metrics: str) -> list[str]:
+    """The operation's rows-processed counter lines of a /metrics text."""
+    return sorted(
+        line
+        for line in metrics.splitlines()
+        if line.startswith("bulkops_rows_processed_total") and f'"{operation}"' in line
+    )
+
+
 def _timeless(value: Any) -> Any:
     """``value`` without its timestamps (keys ending in "At"), at any depth."""
     if isinstance(value, dict):
@@ -116,6 +130,7 @@ async def test_rows_run_in_the_helper_and_are_recorded_as_in_process(
     refused = set(range(3, ROWS + 1, 10)) if operation == "helper-validated" else set()
     failed = set(FAILURES) | refused
     results = {}
+    seen = {}
     for helpers in (1, 0):
         client = await make(row_helpers=helpers)
         log = tmp_path / f"log-{helpers}"
@@ -125,6 +140,10 @@ async def test_rows_run_in_the_helper_and_are_recorded_as_in_process(
         status = await wait_status(client, operation_id)
         ran = processed(log)
         results[helpers] = (status, await all_rows(client, operation_id), ran)
+        seen[helpers] = (
+            await failure_events(client, operation_id),
+            counted(operation, (await client.get("/metrics")).text),
+        )
         assert Counter(n for n, _ in ran) == Counter(
             n for n in range(1, ROWS + 1) if FAILURES.get(n) != "invalid" and n not in refused
         )  # every valid row processed once
@@ -145,6 +164,8 @@ async def test_rows_run_in_the_helper_and_are_recorded_as_in_process(
     assert with_status["status"] == without_status["status"] == "CompletedWithErrors"
     assert with_status["errorCount"] == without_status["errorCount"] == len(failed)
     assert with_rows == without_rows  # the same records, field by field
+    assert seen[1] == seen[0]  # the same RowFailed events and row counters
+    assert seen[1][0] and seen[1][1]
     assert {row["rowNumber"] for row in with_rows if row["state"] == "Failed"} == failed
 
 
