@@ -73,15 +73,7 @@ def test_a_killed_serve_resumes_its_operation_when_started_again(
 
     process.signal(signal.SIGKILL)
     process.wait()
-    with sqlite3.connect(tmp_path / "shared.db") as db:
-        stored = {
-            f"r{number}"
-            for (number,) in db.execute(
-                "SELECT row_number FROM row_records WHERE operation_id = ? "
-                "AND state IN ('Completed', 'Failed')",
-                (operation_id,),
-            )
-        }
+    stored = final_rows_of_db(tmp_path / "shared.db", operation_id)
     assert 0 < len(stored) < ROWS
     assert status_of_db(tmp_path / "shared.db", operation_id) == "Running"
 
@@ -123,15 +115,7 @@ def test_a_killed_serve_takes_its_row_helper_with_it(
     process.signal(signal.SIGKILL)
     process.wait()
     wait_for(lambda: not alive(helpers[0]), timeout=30, what="the helper to exit")
-    with sqlite3.connect(tmp_path / "shared.db") as db:
-        stored = {
-            f"r{number}"
-            for (number,) in db.execute(
-                "SELECT row_number FROM row_records WHERE operation_id = ? "
-                "AND state IN ('Completed', 'Failed')",
-                (operation_id,),
-            )
-        }
+    stored = final_rows_of_db(tmp_path / "shared.db", operation_id)
 
     restarted = time.monotonic()
     _, url = serve(spawn, **settings)
@@ -172,6 +156,19 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def final_rows_of_db(path: Path, operation_id: str) -> set[str]:
+    """The names (r<number>) of the operation's rows stored Completed or Failed."""
+    with sqlite3.connect(path) as db:
+        return {
+            f"r{number}"
+            for (number,) in db.execute(
+                "SELECT row_number FROM row_records WHERE operation_id = ? "
+                "AND state IN ('Completed', 'Failed')",
+                (operation_id,),
+            )
+        }
 
 
 def status_of_db(path: Path, operation_id: str) -> str:

@@ -15,11 +15,11 @@ from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.helper_messages import Job, Progress
 from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
-from bulkops.engine.resume import FileRows, StoredRows
+from bulkops.engine.resume import FileRows, StoredRows, operation_rows
 from bulkops.engine.row_helpers import HelperLost, RowHelper, runs_in_helper
 from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
 from bulkops.errors import IllegalTransition
-from bulkops.formats import ChunkStart, FileFormat, RawRow, read_rows
+from bulkops.formats import ChunkStart, RawRow
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import OperationChange
 from bulkops.storage.records import ChunkRecord, OperationRecord
@@ -206,20 +206,9 @@ def read_chunk(
 ) -> Generator[RawRow, None, None]:
     """The raw rows of ``chunk`` of an operation's stored file (read from the chunk's
     offset when it is known, else from the start of the file). Close it when done."""
-    fmt = FileFormat(file_format)
     start = ChunkStart(chunk.first_row, chunk.offset) if chunk.offset >= 0 else None
-    reader = read_rows(
-        path,
-        fmt,
-        columns=definition.columns,
-        required=definition.required_columns,
-        keep_raw=definition.track_row_data,
-        drop_empty=fmt is FileFormat.CSV,
-        column_map=column_map,
-        delimiter=definition.controls.csv_delimiter,
-        start=start,
-        limit=chunk.row_count if start is not None else None,
-    )
+    limit = chunk.row_count if start is not None else None
+    reader = operation_rows(path, definition, file_format, column_map, start=start, limit=limit)
     first = chunk.first_row
     try:
         yield from islice(dropwhile(lambda raw: raw.number < first, reader), chunk.row_count)

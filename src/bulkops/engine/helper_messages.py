@@ -77,12 +77,6 @@ class Progress:
     latencies: list[int] = field(default_factory=list)  # per bucket of ROW_BUCKETS
     seconds: float = 0.0  # the rows' processing time in all
 
-    @property
-    def rows(self) -> int:
-        """How many rows this progress reports."""
-        completed: int = sum(last - first + 1 for first, last, _ in self.runs)
-        return completed + len(self.failed)
-
 
 @dataclass(frozen=True, slots=True)
 class Finished:

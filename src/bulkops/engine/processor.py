@@ -14,13 +14,13 @@ from bulkops.definition.registry import Registry
 from bulkops.engine.lease import Held
 from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry, apply_change
-from bulkops.engine.resume import FileRows, StoredRows
+from bulkops.engine.resume import FileRows, StoredRows, operation_rows
 from bulkops.engine.retry import RetrySource
 from bulkops.engine.row_helpers import RowHelpers, runs_in_helper
 from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
 from bulkops.engine.signals import SignalHub
 from bulkops.errors import IllegalTransition
-from bulkops.formats import FileFormat, RowCount, count_chunks, read_rows
+from bulkops.formats import FileFormat, RowCount, count_chunks
 from bulkops.observability.metrics import Metrics
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
@@ -148,15 +148,8 @@ class OperationRun(Run):
                 self._stores.operations.set_total_rows, self.record.id, counted.total
             )
             runner = await self._prepare(definition, counted.total)
-            reader = read_rows(
-                path,
-                fmt,
-                columns=definition.columns,
-                required=definition.required_columns,
-                keep_raw=definition.track_row_data,
-                drop_empty=fmt is FileFormat.CSV,
-                column_map=self.record.column_map,
-                delimiter=delimiter,
+            reader = operation_rows(
+                path, definition, self.record.file_format, self.record.column_map
             )
             try:
                 stored = await StoredRows.load(self._stores.rows, self.record.id)

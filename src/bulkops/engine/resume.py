@@ -4,17 +4,45 @@ resumes from its stored progress)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from itertools import islice
+from pathlib import Path
 from uuid import UUID
 
-from bulkops.formats import RawRow
+from bulkops.definition.operation import OperationDefinition
+from bulkops.formats import ChunkStart, FileFormat, RawRow, read_rows
 from bulkops.storage.ports import RowStore
 from bulkops.storage.records import RowRecord
 
 _BATCH = 5_000
 BATCH_SIZE = 128
 RowBatch = list[tuple[RawRow, RowRecord | None]]
+
+
+def operation_rows(
+    path: Path,
+    definition: OperationDefinition,
+    file_format: str,
+    column_map: Mapping[str, str] | None,
+    *,
+    start: ChunkStart | None = None,
+    limit: int | None = None,
+) -> Generator[RawRow, None, None]:
+    """The raw rows of an operation's stored file, read as its definition says (from
+    ``start`` for at most ``limit`` rows when given; see ``formats.read_rows``)."""
+    fmt = FileFormat(file_format)
+    return read_rows(
+        path,
+        fmt,
+        columns=definition.columns,
+        required=definition.required_columns,
+        keep_raw=definition.track_row_data,
+        drop_empty=fmt is FileFormat.CSV,
+        column_map=column_map,
+        delimiter=definition.controls.csv_delimiter,
+        start=start,
+        limit=limit,
+    )
 
 
 class StoredRows:
