@@ -153,11 +153,21 @@ async def test_a_batch_that_raises_fails_its_rows_and_they_retry_individually(
 # --- rate limits --------------------------------------------------------------------------
 
 
+# A permit is recorded in storage when it is granted; the call starts once the transaction
+# has committed and the event loop resumes the row. On a loaded CI machine that took up to a
+# third of a second for one group of permits, which shortens the gap to the next group by as
+# much. The allowance stays well under the period, so a limit that lets calls through early
+# (or not at all) still fails.
+JITTER = 0.4
+
+
 def assert_no_window_holds_more(starts: list[float], limit: int, period: float) -> None:
     """No ``period``-long window (less scheduling jitter) holds more than ``limit`` starts."""
     starts = sorted(starts)
     for index in range(len(starts) - limit):
-        assert starts[index + limit] - starts[index] >= period * 0.9, (index, starts)
+        assert starts[index + limit] - starts[index] >= period - JITTER, (index, starts)
+    groups = (len(starts) - 1) // limit
+    assert starts[-1] - starts[0] >= groups * period - JITTER, starts
 
 
 async def test_a_rate_limit_spaces_the_calls(make_client: ClientFactory) -> None:
