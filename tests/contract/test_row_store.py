@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from bulkops.errors import StorageError
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     Fence,
@@ -21,6 +22,7 @@ from bulkops.storage.records import (
     StepState,
 )
 from bulkops.storage.sql import Database, SqlStore, migrate
+from bulkops.storage.sql.bulk import COPY_MIN_ROWS
 from bulkops.storage.sql.codec import (
     ROW_COLUMNS,
     check_records_match_tables,
@@ -259,6 +261,58 @@ async def test_large_batch(
     got = await stores.operations.get(op.id)
     assert got is not None and got.processed_rows == 2500
     assert [r async for r in stores.rows.iterate(op.id)] == rows
+
+
+async def test_large_batches_of_rich_rows_round_trip_and_replace(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    # Large enough for PostgreSQL's COPY path (COPY_MIN_ROWS), with JSON, failures,
+    # waits and a row number given twice (the last wins).
+    op = await _running(stores, make_operation)
+
+    def rich(number: int, attempt: int) -> RowRecord:
+        if number % 3 == 0:
+            return replace(_pipeline_row(op.id, number), retry_attempt=attempt)
+        if number % 3 == 1:
+            return make_row(
+                op.id,
+                number,
+                state=RowState.FAILED,
+                error_type=ErrorType.PROCESSING,
+                error_message=f"refused ({attempt})",
+                retry_attempt=attempt,
+            )
+        return make_row(op.id, number, row_data={"n": number, "try": attempt}, row_id=None)
+
+    size = 3 * COPY_MIN_ROWS
+    first = [rich(n, 0) for n in range(1, size + 1)]
+    await stores.rows.save(op.id, [*first, rich(7, 5)], NO_DELTA)
+    expected = [rich(7, 5) if row.row_number == 7 else row for row in first]
+    assert [r async for r in stores.rows.iterate(op.id)] == expected
+
+    again = [rich(n, 1) for n in range(size, 0, -1)]  # every row replaced, out of order
+    await stores.rows.save(op.id, again, NO_DELTA)
+    assert [r async for r in stores.rows.iterate(op.id)] == again[::-1]
+
+
+async def test_a_large_batch_postgres_refuses_writes_nothing(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    if stores.kind != "postgres":
+        pytest.skip("only PostgreSQL enforces the row id's length")
+    op = await _running(stores, make_operation)
+    rows = [make_row(op.id, n, row_id="x" * 201) for n in range(1, COPY_MIN_ROWS + 1)]
+
+    with pytest.raises(StorageError, match="too long"):
+        await stores.rows.save(op.id, rows, ProgressDelta(len(rows), len(rows), 0))
+
+    got = await stores.operations.get(op.id)
+    assert got is not None and got.processed_rows == 0
+    assert [r async for r in stores.rows.iterate(op.id)] == []
+    # The session's staging table is still there for the next batch.
+    fine = [make_row(op.id, n) for n in range(1, COPY_MIN_ROWS + 1)]
+    await stores.rows.save(op.id, fine, NO_DELTA)
+    assert [r async for r in stores.rows.iterate(op.id)] == fine
 
 
 async def _save_mixed(stores: Stores, op: OperationRecord, make_row: MakeRow) -> None:

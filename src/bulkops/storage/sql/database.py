@@ -31,6 +31,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from bulkops.errors import StorageError, StorageUnavailable
+from bulkops.storage.sql.bulk import POSTGRES_STAGING
 
 T = TypeVar("T")
 
@@ -44,7 +45,18 @@ _SQLITE_PRAGMAS = (
 )
 # What the boundary translates into StorageError. SQLAlchemy wraps most driver errors, but
 # connection set-up and pool code can surface the raw ones.
-DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error, OSError)
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error, OSError)
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - PostgreSQL support not installed
+        return errors
+    return (*errors, psycopg.Error)  # raised as is by the COPY of row batches
+
+
+DRIVER_ERRORS = _driver_errors()
 
 
 def describe_error(exc: BaseException) -> str:
@@ -114,6 +126,18 @@ def parse_url(url: str, *, asynchronous: bool) -> URL:
         return parsed.set(drivername="postgresql+psycopg")
     shown = parsed.render_as_string(hide_password=True)
     raise ValueError(f"unsupported database URL {shown!r}: use sqlite:/// or postgresql://")
+
+
+def configure_postgres(engine: Engine) -> None:
+    """Give every new PostgreSQL connection the staging table that large row batches are
+    copied into (``bulk.POSTGRES_COPY``)."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(POSTGRES_STAGING)
+        cursor.close()
+        dbapi_connection.commit()
 
 
 def configure_sqlite(engine: Engine, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:
@@ -297,6 +321,7 @@ class Database:
                 busy = int(sqlite_busy_timeout * 1000)
             configure_sqlite(engine.sync_engine, busy)
             return cls(engine, sqlite_path=parsed.database, busy_timeout_ms=busy)
+        configure_postgres(engine.sync_engine)
         return cls(engine)
 
     async def read_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:

@@ -19,8 +19,13 @@ from bulkops.storage.records import (
     WaitOutcome,
 )
 from bulkops.storage.sql.bulk import (
+    COPY_MIN_ROWS,
+    COPY_TYPES,
+    POSTGRES_COPY,
+    POSTGRES_MERGE,
     POSTGRES_RANGE_INSERT,
     POSTGRES_RANGE_UPSERT,
+    copy_rows,
     postgres_upsert,
     range_params,
     split_plain_runs,
@@ -63,7 +68,8 @@ async def save(
     # Encode before taking the write lock so the lock is held for the SQL alone.
     runs, others = split_plain_runs(rows)
     ranges = range_params("postgresql", operation_id, [*runs, *completed])
-    upsert, params = postgres_upsert(operation_id, others) if others else ("", None)
+    copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
+    upsert, params = postgres_upsert(operation_id, others) if others and not copied else ("", None)
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
     if fence is not None and fence.chunk is None:
@@ -82,7 +88,9 @@ async def save(
                     raise _NotHeld  # rolls the counters back
             if ranges:
                 await _insert_runs(conn, ranges)
-            if others:
+            if copied:
+                await _copy_in(conn, copied)
+            elif others:
                 await conn.exec_driver_sql(upsert, params)
             await insert_events(conn, events)
     except _NotHeld:
@@ -101,6 +109,19 @@ async def _insert_runs(conn: AsyncConnection, ranges: list[Any]) -> None:
             await conn.exec_driver_sql(POSTGRES_RANGE_INSERT, ranges)
     except IntegrityError:
         await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
+
+
+async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> None:
+    """Upsert encoded rows through COPY (binary) into the session's staging table (created
+    with the connection, emptied at every commit)."""
+    driver = (await conn.get_raw_connection()).driver_connection
+    assert driver is not None
+    async with driver.cursor() as cursor:
+        async with cursor.copy(POSTGRES_COPY) as copy:
+            copy.set_types(COPY_TYPES)
+            for row in rows:
+                await copy.write_row(row)
+        await cursor.execute(POSTGRES_MERGE)
 
 
 class _NotHeld(Exception):
