@@ -9,6 +9,7 @@ import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -355,3 +356,52 @@ async def test_failing_rows_are_reported_as_they_go(helper: RowHelper, tmp_path:
     assert sum(len(progress.failed) for progress in taken) == count
     assert len(taken) >= 3  # on the way, not one message at the end
     assert [progress.upto for progress in taken] == sorted(progress.upto for progress in taken)
+
+
+def job_after(job: Job, rows: int, **metadata: Any) -> Job:
+    """The job of ``job``'s operation's next chunk: ``rows`` rows after its rows."""
+    chunk = job.chunk
+    first = chunk.first_row + chunk.row_count
+    following = ChunkRecord(job.operation_id, chunk.index + 1, first, rows, -1)
+    return replace(job, metadata=metadata, chunk=following)
+
+
+async def test_a_job_sent_ahead_runs_right_after_the_one_before(
+    helper: RowHelper, tmp_path: Path
+) -> None:
+    rows, log = tmp_path / "rows.csv", tmp_path / "log"
+    rows.write_text(rows_csv())
+    first = job_of(rows, 100, log=str(log))
+    taken: list[Progress] = []
+
+    sent = [await helper.submit(first), await helper.submit(job_after(first, 200, log=str(log)))]
+    ends = [await helper.follow(job, taken.append, _no_wait) for job in sent]
+
+    assert [(end.failure, end.stopped) for end in ends] == [(None, False), (None, False)]
+    assert [n for n, _ in processed(log)] == list(range(1, ROWS + 1))
+    assert taken[-1].upto == ROWS
+
+
+async def test_a_stopped_job_drops_the_jobs_of_its_operation_sent_behind_it(
+    helper: RowHelper, tmp_path: Path
+) -> None:
+    rows, log, other_log, gate = (tmp_path / name for name in ("rows.csv", "log", "other", "gate"))
+    rows.write_text(rows_csv())
+    gate.touch()
+    first = job_of(rows, 100, log=str(log), gate=str(gate), gate_row=50)
+    running = await helper.submit(first)
+    behind = await helper.submit(job_after(first, 200, log=str(log)))
+    other = await helper.submit(job_of(rows, 10, log=str(other_log)))  # another operation's
+    taken: list[Progress] = []
+    following = asyncio.create_task(helper.follow(running, taken.append, _no_wait))
+    await wait_until(lambda: _true(Path(f"{gate}.reached").exists()), what="the gated row")
+
+    following.cancel()  # as a cancel or a shutdown of its run does: Stop
+    with pytest.raises(asyncio.CancelledError):
+        await following
+    dropped = await helper.follow(behind, taken.append, _no_wait)
+    ran_other = await helper.follow(other, taken.append, _no_wait)
+
+    assert dropped.stopped and dropped.failure is None  # never started: its run goes on itself
+    assert [n for n, _ in processed(log)] == list(range(1, 50))
+    assert (ran_other.stopped, [n for n, _ in processed(other_log)]) == (False, list(range(1, 11)))

@@ -40,19 +40,23 @@ class ChunkRun(Run):
         processor: Processor,
         record: OperationRecord,
         chunk: ChunkRecord,
-        after: asyncio.Event | None = None,
+        before: ChunkRun | None = None,
     ):
         held = Held(record.id, processor.config.worker_id, chunk.index)
         super().__init__(processor, record, held)
         self.chunk = chunk
-        self._after = after  # set when the rows of the chunk before may no longer run
-        self.nearly_done = asyncio.Event()  # the second half of the rows is being read
+        self._before = before  # the run whose rows must be done before these run
+        # Time to claim the next chunk: the second half of the rows is being read here, or
+        # the rows run in a helper.
+        self.nearly_done = asyncio.Event()
         self.rows_done = asyncio.Event()  # every row ran; the last write may be in flight
+        self.helper: RowHelper | None = None  # the helper running its rows right now
+        self._reported = chunk.first_row - 1  # rows up to this one ran in a helper
 
     @property
     def waiting(self) -> bool:
         """Claimed ahead, its rows not started: the chunk before still runs rows."""
-        return self._after is not None and not self._after.is_set()
+        return self._before is not None and not self._before.rows_done.is_set()
 
     async def _process(self) -> None:
         definition = self._definition()
@@ -62,13 +66,23 @@ class ChunkRun(Run):
             stored = await StoredRows.load(
                 self._stores.rows, self.record.id, after=chunk.first_row - 1
             )
-            if self._after is not None:
-                await self._after.wait()
-                await self._still_running()
+            job = self._job(definition, path)
+            sent = await self._send_ahead(definition, stored, job)
+            if self._before is not None:
+                try:
+                    await self._before.rows_done.wait()
+                    await self._still_running()
+                except asyncio.CancelledError:
+                    if sent is not None:
+                        helper, job = sent
+                        await helper.abandon(job, self._take, self._before.rows_done.wait())
+                        helper.release()
+                    raise
             done = chunk.first_row - 1  # rows up to this one ran elsewhere
-            helper = self._helper_for(definition, stored)
-            if helper is not None:
-                ran = await self._offload(helper, path, definition)
+            if sent is None and (idle := self._helper_for(definition, stored)) is not None:
+                sent = await self._submit(idle, job)
+            if sent is not None:
+                ran = await self._offload(*sent)
                 if ran is None:
                     self.rows_done.set()
                     return
@@ -83,74 +97,95 @@ class ChunkRun(Run):
             finally:
                 rows.close()
 
+    def _may_use_helper(self, definition: OperationDefinition, stored: StoredRows | None) -> bool:
+        """Whether the chunk's rows may run in a helper process (none of them stored yet)."""
+        return runs_in_helper(definition, self._config.max_row_concurrency) and (
+            stored is None or stored.next_number > self.chunk.last_row
+        )
+
     def _helper_for(
         self, definition: OperationDefinition, stored: StoredRows | None
     ) -> RowHelper | None:
-        """An idle row helper process, when the chunk's rows may run in one (none of them
-        stored yet)."""
+        """An idle row helper process, when the chunk's rows may run in one."""
         helpers = self._p.helpers
-        if (
-            helpers is None
-            or not runs_in_helper(definition, self._config.max_row_concurrency)
-            or (stored is not None and stored.next_number <= self.chunk.last_row)
-        ):
+        if helpers is None or not self._may_use_helper(definition, stored):
             return None
         return helpers.take()
 
-    async def _offload(
-        self, helper: RowHelper, path: Path, definition: OperationDefinition
-    ) -> int | None:
-        """Run the chunk's rows in ``helper``, recording them as they are reported. None
-        when it ran them all; the last row it reported when the helper was lost (the
-        rows after it run here: one may have run in the helper unreported, as in a
-        crash)."""
-        chunk, recorder = self.chunk, self._recorder
-        half = chunk.first_row + chunk.row_count // 2
-        reported = chunk.first_row - 1
-        timed = self._p.metrics.rows_timed
-        name = definition.name
+    async def _send_ahead(
+        self, definition: OperationDefinition, stored: StoredRows | None, job: Job
+    ) -> tuple[RowHelper, Job] | None:
+        """Queue the rows in the helper running the chunk before's, when they may run in
+        one: it goes on with them the moment it is done with those, instead of waiting for
+        this run to learn of it and hand them over (6.6 ms a chunk on PostgreSQL, a sixth
+        of a 10,000-row chunk's time). A stop of the chunk before stops them there too."""
+        before = self._before
+        helper = None if before is None or before.rows_done.is_set() else before.helper
+        if helper is None or not self._may_use_helper(definition, stored):
+            return None
+        return await self._submit(helper, job)
 
-        def take(progress: Progress) -> None:
-            nonlocal reported
-            for first, last, at in progress.runs:
-                recorder.add_run(first, last, at)
-            for record in progress.failed:
-                self._add(record)
-            timed(name, progress.latencies, progress.seconds)
-            reported = progress.upto
-            if reported >= half:
-                self.nearly_done.set()
+    async def _submit(self, helper: RowHelper, job: Job) -> tuple[RowHelper, Job] | None:
+        try:
+            return helper, await helper.submit(job)
+        except HelperLost:
+            helper.release()
+            return None
 
-        async def room() -> None:
-            if recorder.full:
-                await recorder.wait_room()
-
-        job = Job(
+    def _job(self, definition: OperationDefinition, path: Path) -> Job:
+        return Job(
             operation_id=self.record.id,
             operation=definition.name,
             metadata=dict(self.record.metadata),
             path=str(path),
             file_format=self.record.file_format,
             column_map=dict(self.record.column_map) if self.record.column_map else None,
-            chunk=chunk,
+            chunk=self.chunk,
             report_interval=self._config.flush_interval,
         )
+
+    def _take(self, progress: Progress) -> None:
+        """Record what a helper reported of the rows."""
+        recorder = self._recorder
+        for first, last, at in progress.runs:
+            recorder.add_run(first, last, at)
+        for record in progress.failed:
+            self._add(record)
+        self._p.metrics.rows_timed(self.record.operation_name, progress.latencies, progress.seconds)
+        self._reported = progress.upto
+
+    async def _offload(self, helper: RowHelper, job: Job) -> int | None:
+        """Follow the submitted job of the chunk's rows in ``helper``, recording them as they
+        are reported. None when it ran them all; else the last row it reported, after
+        which the rows run here: when the helper was lost (one may have run there
+        unreported, as in a crash), or the job was dropped behind a stopped one."""
+        recorder = self._recorder
+
+        async def room() -> None:
+            if recorder.full:
+                await recorder.wait_room()
+
+        self.helper = helper
+        # The next chunk is claimed at once: setting it up (claim, stored rows) took longer
+        # than half of this one's rows in a helper, too late to queue its job behind them.
+        self.nearly_done.set()
         try:
-            finished = await helper.run(job, take, room)
+            finished = await helper.follow(job, self._take, room)
         except HelperLost as exc:
             log.warning(
                 "Row helper lost (%s) at row %d of chunk %d of operation %s; running the rest here",
                 exc,
-                reported,
-                chunk.index,
+                self._reported,
+                self.chunk.index,
                 self.record.id,
             )
-            return reported
+            return self._reported
         finally:
+            self.helper = None  # before the release: no job is queued behind this one now
             helper.release()
         if finished.failure is not None:
             raise OperationFailed(finished.failure)
-        return None
+        return self._reported if finished.stopped else None
 
     async def _still_running(self) -> None:
         """Stop here, before a row, when the operation was cancelled (or moved on) while

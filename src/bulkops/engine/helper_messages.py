@@ -60,7 +60,9 @@ class Job:
 @dataclass(frozen=True, slots=True)
 class Stop:
     """End job ``job`` now (or never start it): the row running is cancelled, as a stopped
-    run's would be."""
+    run's would be. The jobs of the same operation queued behind it never start either:
+    they were sent ahead to follow it, and its stop (a cancel, a shutdown) is theirs until
+    their own runs say otherwise."""
 
     job: int
 
@@ -80,11 +82,13 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """The job ended: every row ran, or it was stopped, or the operation as a whole failed
+    """The job ended: every row ran, or it was stopped (``stopped``: told to, or queued
+    behind a job of its operation that was), or the operation as a whole failed
     (``failure``: a fault of the file, an unknown operation, an internal error)."""
 
     job: int
     failure: str | None = None
+    stopped: bool = False
 
 
 Message = Hello | Ready | Job | Stop | Progress | Finished

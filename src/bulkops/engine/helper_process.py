@@ -133,10 +133,11 @@ async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) ->
     report = _Report(writer, job.id, job.chunk.first_row - 1)
     timer = asyncio.create_task(report.send_every(job.report_interval))
     failure: str | None = None
+    stopped = False
     try:
         await _run_rows(registry, job, report)
     except asyncio.CancelledError:
-        pass  # stopped: what finished is reported below
+        stopped = True  # what finished is reported below
     except (FileFormatError, OperationFailed) as exc:
         failure = str(exc)
     except Exception as exc:
@@ -145,7 +146,8 @@ async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) ->
     finally:
         timer.cancel()
     # A stop that comes now (the rows all ran) must not cut the last messages short.
-    ending = asyncio.ensure_future(_finish(report, writer, Finished(job.id, failure)))
+    finished = Finished(job.id, failure, stopped)
+    ending = asyncio.ensure_future(_finish(report, writer, finished))
     while not ending.done():
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(ending)
@@ -322,9 +324,7 @@ async def serve(out: BinaryIO) -> None:
         await send(writer, Ready(error=error_text(exc)))
         return
     await send(writer, Ready())
-    jobs: asyncio.Queue[Job] = asyncio.Queue()
-    stopped: set[int] = set()  # jobs told to stop, started or not
-    current: tuple[int, asyncio.Task[None]] | None = None
+    jobs = _Jobs(writer)
 
     async def listen() -> None:
         while True:
@@ -333,29 +333,70 @@ async def serve(out: BinaryIO) -> None:
             except (asyncio.IncompleteReadError, ConnectionError):
                 os._exit(0)  # the parent is gone: nobody would record these rows
             if isinstance(message, Job):
-                jobs.put_nowait(message)
+                jobs.add(message)
             elif isinstance(message, Stop):
-                stopped.add(message.job)
-                if current is not None and current[0] == message.job:
-                    current[1].cancel()
+                jobs.stop(message.job)
 
     listener = asyncio.create_task(listen())
     try:
         while True:
-            job = await jobs.get()
-            if job.id in stopped:  # stopped before it began (the Stop came with it)
-                await send(writer, Finished(job.id))
+            job = await jobs.next()
+            if job is None:  # stopped before it began
                 continue
             task = asyncio.create_task(run_job(registry, job, writer))
-            current = (job.id, task)
+            jobs.started(job, task)
             try:
                 await task
             except asyncio.CancelledError:  # cancelled before its first line ran
-                await send(writer, Finished(job.id))
-            current = None
-            stopped.discard(job.id)
+                await send(writer, Finished(job.id, stopped=True))
+            jobs.ended(job)
     finally:
         listener.cancel()
+
+
+class _Jobs:
+    """The jobs received, run one after the other, and the stops that came for them."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self._queued: dict[int, Job] = {}  # received and not started
+        self._stopped: set[int] = set()  # told to stop (or dropped), started or not
+        self._current: tuple[Job, asyncio.Task[None]] | None = None
+
+    def add(self, job: Job) -> None:
+        self._queued[job.id] = job
+        self._queue.put_nowait(job)
+
+    def stop(self, job_id: int) -> None:
+        """Stop a job; the jobs of its operation queued to follow it go with it."""
+        self._stopped.add(job_id)
+        current = self._current
+        job = self._queued.get(job_id)
+        if job is None and current is not None and current[0].id == job_id:
+            job = current[0]
+        if job is not None:
+            operation = job.operation_id
+            self._stopped.update(q.id for q in self._queued.values() if q.operation_id == operation)
+        if current is not None and current[0].id in self._stopped:
+            current[1].cancel()
+
+    async def next(self) -> Job | None:
+        """The next job, or None once a stopped one was answered (Finished, stopped)."""
+        job = await self._queue.get()
+        del self._queued[job.id]
+        if job.id not in self._stopped:
+            return job
+        self._stopped.discard(job.id)
+        await send(self._writer, Finished(job.id, stopped=True))
+        return None
+
+    def started(self, job: Job, task: asyncio.Task[None]) -> None:
+        self._current = (job, task)
+
+    def ended(self, job: Job) -> None:
+        self._current = None
+        self._stopped.discard(job.id)
 
 
 def main() -> None:

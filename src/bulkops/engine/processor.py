@@ -106,13 +106,13 @@ class Processor:
         return OperationRun(self, record)
 
     def start_chunk(
-        self, record: OperationRecord, chunk: ChunkRecord, after: asyncio.Event | None = None
+        self, record: OperationRecord, chunk: ChunkRecord, before: ChunkRun | None = None
     ) -> ChunkRun:
-        """A run for a chunk this worker has just claimed; its rows run once ``after`` is
-        set, when given."""
+        """A run for a chunk this worker has just claimed; its rows run once those of
+        ``before`` (the run of the operation's chunk before it here), when given, are done."""
         from bulkops.engine.chunks import ChunkRun
 
-        return ChunkRun(self, record, chunk, after)
+        return ChunkRun(self, record, chunk, before)
 
 
 class OperationRun(Run):

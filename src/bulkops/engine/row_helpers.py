@@ -72,6 +72,7 @@ class RowHelper:
         self._reader = process.stdout
         self._broken = False
         self._jobs = 0  # jobs given so far: the next one's id
+        self._holders = 0  # jobs submitted and not released
         self._incoming: asyncio.Future[Message] | None = None  # a message being read
 
     @property
@@ -122,18 +123,38 @@ class RowHelper:
         take: Callable[[Progress], None],
         room: Callable[[], Awaitable[None]],
     ) -> Finished:
-        """Run ``job``: each progress goes to ``take`` as it comes, and the next is read
-        once ``room`` returns. When the caller is cancelled, the helper is told to stop
-        and its last progress is taken before the cancellation goes on.
+        """Run ``job``: ``submit`` it, then ``follow`` it."""
+        return await self.follow(await self.submit(job), take, room)
+
+    async def submit(self, job: Job) -> Job:
+        """Send ``job`` (with its id) and hold the helper for it until ``release``. A job
+        sent while another runs starts as soon as that one ends; it is followed after it.
+
+        Raises:
+            HelperLost: its pipe is closed.
+        """
+        self._jobs += 1
+        self._holders += 1
+        job = replace(job, id=self._jobs)
+        await self._send(job)
+        return job
+
+    async def follow(
+        self,
+        job: Job,
+        take: Callable[[Progress], None],
+        room: Callable[[], Awaitable[None]],
+    ) -> Finished:
+        """Read the messages of a submitted job (once those of the jobs before it were
+        read): each progress goes to ``take`` as it comes, and the next is read once
+        ``room`` returns. When the caller is cancelled, the helper is told to stop and its
+        last progress is taken before the cancellation goes on.
 
         Raises:
             HelperLost: the helper exited or broke the protocol; what it reported before
                 was taken.
         """
-        self._jobs += 1
-        job = replace(job, id=self._jobs)
         try:
-            await self._send(job)
             while not isinstance(message := await self._receive(job.id), Finished):
                 take(message)
                 await room()
@@ -141,10 +162,7 @@ class RowHelper:
         except asyncio.CancelledError:
             # A run is stopped once but may be cancelled again while this drains (its
             # lease and recorder both see a cancel): the drain runs to its end regardless.
-            stopping = asyncio.ensure_future(self._stop(job.id, take))
-            while not stopping.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(stopping)
+            await self.abandon(job, take)
             raise
         except HelperLost:
             raise
@@ -152,10 +170,27 @@ class RowHelper:
             self._kill()
             raise
 
-    async def _stop(self, job: int, take: Callable[[Progress], None]) -> None:
+    async def abandon(
+        self,
+        job: Job,
+        take: Callable[[Progress], None],
+        before: Awaitable[object] | None = None,
+    ) -> None:
+        """Stop a submitted job and take what it reported, whatever cancels the caller
+        meanwhile; ``before``: what ends the reading of the jobs before it."""
+        stopping = asyncio.ensure_future(self._stop(job.id, take, before))
+        while not stopping.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(stopping)
+
+    async def _stop(
+        self, job: int, take: Callable[[Progress], None], before: Awaitable[object] | None
+    ) -> None:
         try:
+            await self._send(Stop(job))
+            if before is not None:  # the job before may run on for as long as it takes
+                await before
             async with asyncio.timeout(STOP_TIMEOUT):
-                await self._send(Stop(job))
                 while not isinstance(message := await self._receive(job), Finished):
                     take(message)
         except (HelperLost, TimeoutError):
@@ -163,8 +198,11 @@ class RowHelper:
             self._kill()
 
     def release(self) -> None:
-        """Hand it back to its pool after a job (a lost helper is dropped)."""
-        self._pool.give_back(self)
+        """A job submitted here ended: once none is left, hand the helper back to its pool
+        (a lost helper is dropped)."""
+        self._holders -= 1
+        if self._holders == 0:
+            self._pool.give_back(self)
 
     async def close(self) -> None:
         """Close its stdin (it exits at once, even mid-job) and wait for it to end."""

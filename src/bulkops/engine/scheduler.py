@@ -108,9 +108,9 @@ class WorkScheduler:
         self._turns = 0  # chunk turns queued or being taken
         # Operations this process holds a chunk of; one claim at a time keeps it exact.
         self._chunked: set[UUID] = set()
-        # Per operation, the event its next chunk claimed here waits for before its rows
-        # run: the rows of the chunk running now are done (or that run ended).
-        self._after: dict[UUID, asyncio.Event] = {}
+        # Per operation, the run of the chunk its next chunk claimed here follows: that
+        # one's rows run once this one's are done (or this run ended).
+        self._after: dict[UUID, ChunkRun] = {}
         self._claiming = asyncio.Lock()
         self._wake = asyncio.Event()  # a wake-up notice asked to look for work
         self._delivering: set[asyncio.Task[None]] = set()
@@ -371,7 +371,7 @@ class WorkScheduler:
             chunk.last_row,
             record.id,
         )
-        run = self._processor.start_chunk(record, chunk, after=self._after.pop(record.id, None))
+        run = self._processor.start_chunk(record, chunk, before=self._after.pop(record.id, None))
         key = (record.id, chunk.index)
         task = asyncio.create_task(run.execute())
         self._active[key] = (run, task)
@@ -381,13 +381,13 @@ class WorkScheduler:
             await asyncio.wait({task, nearly_done}, return_when=asyncio.FIRST_COMPLETED)
             nearly_done.cancel()
             if not task.done() and not self._stopping:
-                self._after[record.id] = run.rows_done
+                self._after[record.id] = run
                 release()
                 offered = self.offer_chunks(1) > 0
             await task
         finally:
             run.rows_done.set()  # no more rows of this run will run, however it ended
-            if self._after.get(record.id) is run.rows_done:
+            if self._after.get(record.id) is run:
                 del self._after[record.id]  # no chunk of the operation was claimed meanwhile
             self._active.pop(key, None)
         return offered
