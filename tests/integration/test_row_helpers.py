@@ -405,3 +405,49 @@ async def test_a_stopped_job_drops_the_jobs_of_its_operation_sent_behind_it(
     assert dropped.stopped and dropped.failure is None  # never started: its run goes on itself
     assert [n for n, _ in processed(log)] == list(range(1, 50))
     assert (ran_other.stopped, [n for n, _ in processed(other_log)]) == (False, list(range(1, 11)))
+
+
+def _rows_in(taken: list[Progress]) -> int:
+    return sum(last - first + 1 for progress in taken for first, last, _ in progress.runs)
+
+
+async def _slow_room() -> None:
+    """A recorder slow to make room: the other follower would read on meanwhile."""
+    await asyncio.sleep(0.01)
+
+
+async def test_jobs_followed_at_once_are_read_in_the_order_they_were_sent(
+    helper: RowHelper, tmp_path: Path
+) -> None:
+    rows, log, other_log = tmp_path / "rows.csv", tmp_path / "log", tmp_path / "other"
+    rows.write_text(rows_csv())
+    first = await helper.submit(job_of(rows, 250, log=str(log)))
+    second = await helper.submit(job_of(rows, 10, log=str(other_log)))  # another operation's
+    taken: dict[str, list[Progress]] = {"first": [], "second": []}
+
+    # The second is followed first: it must wait for the first's messages to be read.
+    later = asyncio.create_task(helper.follow(second, taken["second"].append, _no_wait))
+    await asyncio.sleep(0)
+    async with asyncio.timeout(10):  # a message read by the wrong follower never comes again
+        ends = await asyncio.gather(helper.follow(first, taken["first"].append, _slow_room), later)
+
+    assert [(end.failure, end.stopped) for end in ends] == [(None, False), (None, False)]
+    assert (_rows_in(taken["first"]), _rows_in(taken["second"])) == (250, 10)
+
+
+async def test_the_pool_queues_a_job_behind_a_busy_helper_once(tmp_path: Path) -> None:
+    rows, gate = tmp_path / "rows.csv", tmp_path / "gate"
+    rows.write_text(rows_csv())
+    gate.touch()
+    pool = RowHelpers(1, [OPERATIONS])
+    await pool.ready()
+    try:
+        helper = pool.take()
+        assert helper is not None
+        await helper.submit(job_of(rows, 10, log=str(tmp_path / "a"), gate=str(gate), gate_row=1))
+        assert pool.take() is helper  # busy, nothing waiting behind its job: room for one
+        await helper.submit(job_of(rows, 10, log=str(tmp_path / "b")))
+        assert pool.take() is None  # one job waits already: run the rows elsewhere
+    finally:
+        gate.unlink()
+        await pool.close()

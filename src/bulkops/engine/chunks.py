@@ -72,15 +72,15 @@ class ChunkRun(Run):
                 try:
                     await self._before.rows_done.wait()
                     await self._still_running()
-                except asyncio.CancelledError:
+                except BaseException:
                     if sent is not None:
                         helper, job = sent
-                        await helper.abandon(job, self._take, self._before.rows_done.wait())
+                        await helper.abandon(job, self._take)
                         helper.release()
                     raise
             done = chunk.first_row - 1  # rows up to this one ran elsewhere
-            if sent is None and (idle := self._helper_for(definition, stored)) is not None:
-                sent = await self._submit(idle, job)
+            if sent is None and (free := self._helper_for(definition, stored)) is not None:
+                sent = await self._submit(free, job)
             if sent is not None:
                 ran = await self._offload(*sent)
                 if ran is None:
@@ -106,7 +106,8 @@ class ChunkRun(Run):
     def _helper_for(
         self, definition: OperationDefinition, stored: StoredRows | None
     ) -> RowHelper | None:
-        """An idle row helper process, when the chunk's rows may run in one."""
+        """A row helper process for the chunk's rows, when they may run in one (see
+        ``RowHelpers.take``)."""
         helpers = self._p.helpers
         if helpers is None or not self._may_use_helper(definition, stored):
             return None

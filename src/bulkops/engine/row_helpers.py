@@ -73,6 +73,8 @@ class RowHelper:
         self._broken = False
         self._jobs = 0  # jobs given so far: the next one's id
         self._holders = 0  # jobs submitted and not released
+        # Per job submitted and not read to its end: set once it is (the next job's turn).
+        self._unread: dict[int, asyncio.Event] = {}
         self._incoming: asyncio.Future[Message] | None = None  # a message being read
 
     @property
@@ -128,7 +130,8 @@ class RowHelper:
 
     async def submit(self, job: Job) -> Job:
         """Send ``job`` (with its id) and hold the helper for it until ``release``. A job
-        sent while another runs starts as soon as that one ends; it is followed after it.
+        sent while another runs starts as soon as that one ends; its messages are read
+        (``follow``, ``abandon``) once those of the jobs sent before it were.
 
         Raises:
             HelperLost: its pipe is closed.
@@ -136,7 +139,12 @@ class RowHelper:
         self._jobs += 1
         self._holders += 1
         job = replace(job, id=self._jobs)
-        await self._send(job)
+        self._unread[job.id] = asyncio.Event()
+        try:
+            await self._send(job)
+        except HelperLost:
+            self._read(job)
+            raise
         return job
 
     async def follow(
@@ -145,57 +153,71 @@ class RowHelper:
         take: Callable[[Progress], None],
         room: Callable[[], Awaitable[None]],
     ) -> Finished:
-        """Read the messages of a submitted job (once those of the jobs before it were
-        read): each progress goes to ``take`` as it comes, and the next is read once
-        ``room`` returns. When the caller is cancelled, the helper is told to stop and its
-        last progress is taken before the cancellation goes on.
+        """Read the messages of a submitted job: each progress goes to ``take`` as it
+        comes, and the next is read once ``room`` returns. When the caller is cancelled,
+        the job is abandoned.
 
         Raises:
             HelperLost: the helper exited or broke the protocol; what it reported before
                 was taken.
         """
         try:
+            await self._turn(job)
             while not isinstance(message := await self._receive(job.id), Finished):
                 take(message)
                 await room()
+            self._read(job)
             return message
         except asyncio.CancelledError:
-            # A run is stopped once but may be cancelled again while this drains (its
-            # lease and recorder both see a cancel): the drain runs to its end regardless.
             await self.abandon(job, take)
             raise
         except HelperLost:
+            self._read(job)
             raise
         except BaseException:  # the recorder gave up, say: the job must not run on
             self._kill()
+            self._read(job)
             raise
 
-    async def abandon(
-        self,
-        job: Job,
-        take: Callable[[Progress], None],
-        before: Awaitable[object] | None = None,
-    ) -> None:
-        """Stop a submitted job and take what it reported, whatever cancels the caller
-        meanwhile; ``before``: what ends the reading of the jobs before it."""
-        stopping = asyncio.ensure_future(self._stop(job.id, take, before))
+    async def abandon(self, job: Job, take: Callable[[Progress], None]) -> None:
+        """Tell the helper to stop a submitted job (or never start it), and take what it
+        reported once the jobs before it were read. A run is stopped once but may be
+        cancelled again while this drains (its lease and recorder both see a cancel): the
+        drain runs to its end regardless."""
+        stopping = asyncio.ensure_future(self._stop(job, take))
         while not stopping.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(stopping)
 
-    async def _stop(
-        self, job: int, take: Callable[[Progress], None], before: Awaitable[object] | None
-    ) -> None:
+    async def _stop(self, job: Job, take: Callable[[Progress], None]) -> None:
         try:
-            await self._send(Stop(job))
-            if before is not None:  # the job before may run on for as long as it takes
-                await before
+            await self._send(Stop(job.id))
+            await self._turn(job)  # the jobs before may run on for as long as they take
             async with asyncio.timeout(STOP_TIMEOUT):
-                while not isinstance(message := await self._receive(job), Finished):
+                while not isinstance(message := await self._receive(job.id), Finished):
                     take(message)
         except (HelperLost, TimeoutError):
             log.warning("A stopped row helper did not report its last rows; ending it")
             self._kill()
+        finally:
+            self._read(job)
+
+    async def _turn(self, job: Job) -> None:
+        """Wait until the messages of the jobs sent before ``job`` were all read."""
+        before = self._unread.get(job.id - 1)
+        if before is not None:
+            await before.wait()
+
+    def _read(self, job: Job) -> None:
+        """Every message of ``job`` was read (or never will be): the next job's turn."""
+        unread = self._unread.pop(job.id, None)
+        if unread is not None:
+            unread.set()
+
+    @property
+    def queue_free(self) -> bool:
+        """Whether it runs one job with none waiting behind it."""
+        return self.alive and self._holders == 1
 
     def release(self) -> None:
         """A job submitted here ended: once none is left, hand the helper back to its pool
@@ -279,15 +301,18 @@ class RowHelpers:
         return [helper.pid for helper in self._all if helper.alive]
 
     def take(self) -> RowHelper | None:
-        """An idle helper for one job, or None: all busy, or still starting (one more is
-        started in the background when there is room for it)."""
+        """A helper for one job: an idle one, else a busy one with no job waiting behind
+        the one it runs (the new job starts there the moment that one ends: the helper
+        never waits for the event loop to hand it the next). None when all are busy with
+        a job waiting, or still starting (one more is started in the background when there
+        is room for it)."""
         while self._idle:
             helper = self._idle.pop()
             if helper.alive:
                 return helper
             self._all.discard(helper)
         self._start_one()
-        return None
+        return next((helper for helper in self._all if helper.queue_free), None)
 
     def warm(self) -> None:
         """Start the helpers in the background, ahead of their first job."""
