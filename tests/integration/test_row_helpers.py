@@ -435,19 +435,22 @@ async def test_jobs_followed_at_once_are_read_in_the_order_they_were_sent(
     assert (_rows_in(taken["first"]), _rows_in(taken["second"])) == (250, 10)
 
 
-async def test_the_pool_queues_a_job_behind_a_busy_helper_once(tmp_path: Path) -> None:
+async def test_the_pool_queues_jobs_behind_the_least_busy_helper(tmp_path: Path) -> None:
     rows, gate = tmp_path / "rows.csv", tmp_path / "gate"
     rows.write_text(rows_csv())
     gate.touch()
-    pool = RowHelpers(1, [OPERATIONS])
+    pool = RowHelpers(2, [OPERATIONS])
+    assert pool.take() is None  # none up yet: the rows run in-process meanwhile
     await pool.ready()
     try:
-        helper = pool.take()
-        assert helper is not None
-        await helper.submit(job_of(rows, 10, log=str(tmp_path / "a"), gate=str(gate), gate_row=1))
-        assert pool.take() is helper  # busy, nothing waiting behind its job: room for one
-        await helper.submit(job_of(rows, 10, log=str(tmp_path / "b")))
-        assert pool.take() is None  # one job waits already: run the rows elsewhere
+        first, second = pool.take(), pool.take()
+        assert first is not None and second is not None and first is not second
+        gated = job_of(rows, 10, log=str(tmp_path / "a"), gate=str(gate), gate_row=1)
+        await first.submit(gated)
+        await second.submit(gated)
+        await second.submit(job_of(rows, 10, log=str(tmp_path / "b")))
+        assert (first.jobs, second.jobs) == (1, 2)
+        assert pool.take() is first  # both busy: behind the one holding fewer jobs
     finally:
         gate.unlink()
         await pool.close()
