@@ -44,6 +44,7 @@ def _routes(operation_id: str, rows: int) -> dict[str, str]:
         "errors": f"{base}/errors",
         "rows_failed": f"{base}/rows?state=Failed",
         "rows_last_page": f"{base}/rows?page={last}",
+        "rows_completed_last_page": f"{base}/rows?state=Completed&page={last}",
         "rows_after_cursor": f"{base}/rows?after={max(0, rows - 25)}",
         "events": f"{base}/events",
         "list": "/api/bulks",

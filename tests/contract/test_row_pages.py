@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 from uuid import UUID
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Select, text
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import OperationRecord, ProgressDelta, RowQuery
-from bulkops.storage.sql.rows import page_select
+from bulkops.storage.sql.rows import others_select, page_select
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
 
@@ -113,21 +114,29 @@ EXPLAINED = [
 
 def _page_sql(query: RowQuery) -> str:
     """The statement the SQL store runs for a filtered page, as literal SQL."""
-    return str(page_select(query).compile(compile_kwargs={"literal_binds": True}))
+    return _literal(page_select(query))
 
 
-@pytest.mark.parametrize("query", EXPLAINED)
+def _literal(statement: Select[Any]) -> str:
+    return str(statement.compile(compile_kwargs={"literal_binds": True}))
+
+
+STATE_INDEX = "ix_row_records_operation_id_state_row_number"
+
+
+@pytest.mark.parametrize("query", [*EXPLAINED, None])
 async def test_filtered_pages_read_the_state_index_in_row_order(
-    stores: Stores, query: RowQuery
+    stores: Stores, query: RowQuery | None
 ) -> None:
     """Pages of one state read an index in row order: the partial state index, or for
-    Completed rows (left out of it) the primary key."""
+    Completed rows (left out of it) the primary key. A page of Completed rows of a completed
+    operation reads the row numbers of the others (None here) from the state index."""
     if stores.database is None:
         pytest.skip("query plans are a SQL matter")
-    index = "ix_row_records_operation_id_state_row_number"
-    if query.state is RowState.COMPLETED:
+    index = STATE_INDEX
+    if query is not None and query.state is RowState.COMPLETED:
         index = "sqlite_autoindex_row_records_1" if stores.kind == "sqlite" else "pk_row_records"
-    sql = _page_sql(query)
+    sql = _page_sql(query) if query is not None else _literal(others_select(OPERATION))
     async with stores.database.read() as conn:
         if stores.kind == "sqlite":
             plan = " | ".join(
@@ -143,3 +152,30 @@ async def test_filtered_pages_read_the_state_index_in_row_order(
             )
             assert index in plan, plan
             assert "Sort" not in plan, plan
+
+
+@pytest.mark.parametrize(
+    ("numbers", "failed"),
+    [
+        (list(range(1, 31)), set()),
+        (list(range(1, 31)), {1, 2, 9, 10, 11, 30}),
+        ([n for n in range(1, 32) if n != 12], {1, 20}),  # a gap: counted the plain way
+    ],
+)
+async def test_pages_of_completed_rows_skip_the_others(
+    stores: Stores,
+    make_operation: MakeOperation,
+    make_row: MakeRow,
+    numbers: list[int],
+    failed: set[int],
+) -> None:
+    op = await operation_with_rows(stores, make_operation, make_row, numbers, failed=failed)
+    completed = [n for n in numbers if n not in failed]
+
+    for page in range(1, 9):
+        got = await stores.rows.page(
+            RowQuery(op.id, state=RowState.COMPLETED, page=page, page_size=4)
+        )
+        assert [r.row_number for r in got.items] == completed[(page - 1) * 4 : page * 4]
+        assert got.total_count == len(completed)
+        assert got.has_next_page is (page * 4 < len(completed))

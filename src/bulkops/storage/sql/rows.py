@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import builtins
+from bisect import bisect_right
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -30,6 +32,9 @@ from bulkops.storage.states import OperationStatus, RowState
 # through a retry, which moves the version on. Kept per process, bounded.
 _FINISHED_COUNTS_KEPT = 256
 _SETTLED = frozenset({OperationStatus.COMPLETED, OperationStatus.COMPLETED_WITH_ERRORS})
+# A page of Completed rows skips the others by their row numbers when there are at most
+# this many (read from the state index: a few milliseconds).
+_FEW_OTHERS = 10_000
 
 
 def row_from_mapping(row: RowMapping) -> RowRecord:
@@ -85,6 +90,18 @@ def page_select(query: RowQuery, *, gapless: bool = False) -> Select[Any]:
     else:
         items = items.offset(offset)
     return items.limit(query.page_size + 1)
+
+
+def others_select(operation_id: UUID) -> Select[Any]:
+    """The row numbers of an operation's rows that are not Completed, from the state index,
+    unordered (in row order SQLite would read the primary key instead): at most one more
+    than a Completed page skips by number."""
+    r = row_records.c
+    return (
+        select(r.row_number)
+        .where(r.operation_id == operation_id, not_completed())
+        .limit(_FEW_OTHERS + 1)
+    )
 
 
 def check_paging(page: int, page_size: int) -> None:
@@ -143,11 +160,14 @@ class RowMethods(SqlBase):
         count = select(func.count()).select_from(row_records).where(*conditions)
         async with self._db.read() as conn:
             dense = None if query.filtered else await self._finished_count(conn, query)
-            if dense is not None:
-                total, gapless = dense
+            completed = await self._completed_rows(conn, query)
+            if completed is not None:
+                total, items = completed
+            elif dense is not None:
+                total, items = dense[0], page_select(query, gapless=dense[1])
             else:
-                total, gapless = (await conn.execute(count)).scalar_one(), False
-            found = (await conn.execute(page_select(query, gapless=gapless))).mappings().all()
+                total, items = (await conn.execute(count)).scalar_one(), page_select(query)
+            found = (await conn.execute(items)).mappings().all()
         records = [row_from_mapping(row) for row in found[: query.page_size]]
         more = len(found) > query.page_size
         return Page(
@@ -158,6 +178,41 @@ class RowMethods(SqlBase):
             next_after=records[-1].row_number if more else None,
             keyset=query.after is not None,
         )
+
+    async def _completed_rows(
+        self, conn: AsyncConnection, query: RowQuery
+    ) -> tuple[int, Select[Any]] | None:
+        """(count, page statement) of the Completed rows of a completed operation whose rows
+        are numbered without gaps and hold few others; else None.
+
+        Completed rows are left out of the state index, so counting them, or skipping to a
+        deep page of them, would read every row of the operation (140 ms for a page of a
+        1M-row operation, 270 ms for its last). Here they are the row numbers less the
+        others, which the index lists: the count is a subtraction, and the page starts
+        after the row number below which exactly its offset of Completed rows lie.
+        """
+        if query.state is not RowState.COMPLETED or query.after is not None:
+            return None
+        if replace(query, state=None).filtered:
+            return None
+        dense = await self._finished_count(conn, query)
+        if dense is None or not dense[1]:
+            return None
+        r = row_records.c
+        others = sorted((await conn.execute(others_select(query.operation_id))).scalars())
+        if len(others) > _FEW_OTHERS:
+            return None
+        offset = (query.page - 1) * query.page_size
+        below = offset  # the least row number with `offset` Completed rows up to it
+        while (before := bisect_right(others, below)) + offset != below:
+            below = offset + before
+        items = (
+            select(row_records)
+            .where(*_conditions(query), r.row_number > below)
+            .order_by(r.row_number)
+            .limit(query.page_size + 1)
+        )
+        return dense[0] - len(others), items
 
     async def _finished_count(
         self, conn: AsyncConnection, query: RowQuery
