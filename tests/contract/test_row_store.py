@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +20,7 @@ from bulkops.storage.records import (
     RowQuery,
     RowRecord,
     StepState,
+    report_values,
 )
 from bulkops.storage.sql import Database, SqlStore, migrate
 from bulkops.storage.sql.bulk import COPY_MIN_ROWS
@@ -468,6 +469,27 @@ async def test_iterate_round_trips_every_field_of_rich_rows(
     assert [r async for r in stores.rows.iterate(op.id, batch_size=3)] == rows
     waiting = stores.rows.iterate(op.id, states=(RowState.WAITING_FOR_COMPLETION,))
     assert [r async for r in waiting] == [rows[0], rows[3]]
+
+
+@pytest.mark.parametrize("states", [None, (RowState.FAILED,), (RowState.COMPLETED,)])
+async def test_report_batches_hold_the_report_values_of_the_rows(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow, states: Any
+) -> None:
+    op = await _running(stores, make_operation)
+    rows = [
+        _pipeline_row(op.id, 1),
+        make_row(op.id, 2, row_id=None, completed_at=None, state=RowState.PENDING),
+        *(make_row(op.id, n) for n in range(3, 9)),
+        make_row(op.id, 9, state=RowState.FAILED, error_type=ErrorType.VALIDATION),
+        make_row(op.id, 10, completed_at=T0.replace(microsecond=0)),
+    ]
+    await stores.rows.save(op.id, rows, ProgressDelta())
+
+    batches = [b async for b in stores.rows.report_batches(op.id, batch_size=3, states=states)]
+
+    expected = [report_values(r) async for r in stores.rows.iterate(op.id, states=states)]
+    assert [values for batch in batches for values in batch] == expected
+    assert expected and all(len(batch) == 3 for batch in batches[:-1])
 
 
 def test_the_codec_follows_the_table_definitions() -> None:

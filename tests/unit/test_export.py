@@ -17,7 +17,7 @@ from bulkops.definition import Registry
 from bulkops.errors import BadRequest, Conflict, NotFound
 from bulkops.service.export import DATA_COLUMNS, FLUSH_ROWS, Export, ExportService
 from bulkops.storage.memory import MemoryStore
-from bulkops.storage.records import OperationRecord, ProgressDelta, RowRecord
+from bulkops.storage.records import OperationRecord, ProgressDelta, ReportValues, RowRecord
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 
 T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
@@ -230,6 +230,20 @@ class ClosingRows:
         try:
             async for row in self.store.iterate(operation_id, batch_size=batch_size, states=states):
                 yield row
+        finally:
+            self.closed = True
+
+    async def report_batches(
+        self,
+        operation_id: uuid.UUID,
+        *,
+        batch_size: int = 1000,
+        states: Collection[RowState] | None = None,
+    ) -> AsyncIterator[list[ReportValues]]:
+        batches = self.store.report_batches(operation_id, batch_size=batch_size, states=states)
+        try:
+            async for batch in batches:
+                yield batch
         finally:
             self.closed = True
 

@@ -9,17 +9,18 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
 from bulkops.definition.registry import Registry
 from bulkops.errors import BadRequest, Conflict, NotFound
 from bulkops.formats.base import RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY, match_columns
 from bulkops.storage.ports import OperationStore, RowStore
-from bulkops.storage.records import RowRecord
+from bulkops.storage.records import ReportValues, RowRecord
 from bulkops.storage.states import ErrorType, RowState
 
-# Row records fetched per storage round trip, and rows scanned between two chunks.
+# Row records fetched per storage round trip, and rows scanned between two chunks (a
+# report's rows come in batches of as many).
 BATCH_SIZE = 1000
 FLUSH_ROWS = 500
 
@@ -44,6 +45,8 @@ DATA_COLUMNS = ("_rowNumber", "_state", "_errorType", "_errorMessage")
 RAW_KEYS = frozenset({RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY})
 
 E = TypeVar("E", bound=StrEnum)
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 
 class ExportMode(StrEnum):
@@ -101,12 +104,25 @@ class RowFilter:
             step_name=step_name or None,
         )
 
+    @property
+    def states(self) -> tuple[RowState] | None:
+        """The states to ask the store for (it then reads only matching rows)."""
+        return None if self.state is None else (self.state,)
+
     def matches(self, row: RowRecord) -> bool:
         """True when the row passes every filter that is set."""
         return (
             (self.state is None or row.state is self.state)
             and (self.error_type is None or row.error_type is self.error_type)
             and (self.step_name is None or row.step_name == self.step_name)
+        )
+
+    def matches_report(self, values: ReportValues) -> bool:
+        """``matches`` for a row's report values."""
+        return (
+            (self.state is None or values[2] == self.state.value)
+            and (self.error_type is None or values[5] == self.error_type.value)
+            and (self.step_name is None or values[4] == self.step_name)
         )
 
 
@@ -152,9 +168,10 @@ class ExportService:
         record = await self._operations.get(operation_id)
         if record is None:
             raise NotFound(f"Operation {operation_id} not found")
-        encoder: _Encoder
+        keep = RowFilter.parse(state, error_type, step_name)
+        chunks: AsyncIterator[bytes]
         if export_mode is ExportMode.REPORT:
-            encoder = _report_encoder(export_format)
+            chunks = self._report(operation_id, keep, _report_encoder(export_format))
         else:
             definition = self._registry.get(record.operation_name)
             if definition is None or not definition.track_row_data:
@@ -163,20 +180,38 @@ class ExportService:
                     f"operation '{record.operation_name}' does not keep row data"
                 )
             encoder = _data_encoder(export_format, definition.columns)
+            chunks = self._data(operation_id, keep, encoder)
         return Export(
             file_name=f"operation-{record.id}-{export_mode.value}.{export_format.value}",
             media_type=MEDIA_TYPES[export_format],
-            chunks=self._stream(
-                operation_id, RowFilter.parse(state, error_type, step_name), encoder
-            ),
+            chunks=chunks,
         )
 
-    async def _stream(
-        self, operation_id: UUID, keep: RowFilter, encoder: _Encoder
+    async def _report(
+        self, operation_id: UUID, keep: RowFilter, encoder: _Encoder[ReportValues]
     ) -> AsyncIterator[bytes]:
-        # The state filter is applied by the store, which then reads only matching rows.
-        states = None if keep.state is None else (keep.state,)
-        rows = self._rows.iterate(operation_id, batch_size=BATCH_SIZE, states=states)
+        """The report, from the rows' report values: about a quarter of the cost of
+        building a record per row, which took most of a 1M-row export's time."""
+        batches = self._rows.report_batches(operation_id, batch_size=FLUSH_ROWS, states=keep.states)
+        try:
+            async for batch in batches:
+                for values in batch:
+                    if keep.matches_report(values):
+                        encoder.write(values)
+                chunk = encoder.take()
+                if chunk:
+                    yield chunk.encode()
+        finally:
+            await _close(batches)  # now, when the client goes away mid-download
+        encoder.finish()
+        chunk = encoder.take()
+        if chunk:
+            yield chunk.encode()
+
+    async def _data(
+        self, operation_id: UUID, keep: RowFilter, encoder: _Encoder[RowRecord]
+    ) -> AsyncIterator[bytes]:
+        rows = self._rows.iterate(operation_id, batch_size=BATCH_SIZE, states=keep.states)
         scanned = 0
         try:
             async for row in rows:
@@ -188,14 +223,17 @@ class ExportService:
                     if chunk:
                         yield chunk.encode()
         finally:
-            # Release the store's iterator now when the client goes away mid-download.
-            close = getattr(rows, "aclose", None)
-            if close is not None:
-                await close()
+            await _close(rows)  # now, when the client goes away mid-download
         encoder.finish()
         chunk = encoder.take()
         if chunk:
             yield chunk.encode()
+
+
+async def _close(iterator: AsyncIterator[Any]) -> None:
+    close = getattr(iterator, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _choice(kind: type[E], text: str | None, default: E, name: str) -> E:
@@ -242,30 +280,14 @@ def _to_json(item: dict[str, Any]) -> str:
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"))
 
 
-def _report_values(
-    row: RowRecord, stamp: Callable[[datetime | None], str | None]
-) -> tuple[Any, ...]:
-    """The report columns of a row, in ``REPORT_COLUMNS`` order (None for null)."""
-    return (
-        row.row_number,
-        row.row_id,
-        row.state.value,
-        row.step_index,
-        row.step_name,
-        row.error_type.value if row.error_type else None,
-        row.error_message,
-        row.retry_attempt,
-        stamp(row.completed_at),
-    )
-
-
-def _report_items() -> Callable[[RowRecord], dict[str, Any]]:
-    """A mapper of report rows to JSON objects (null properties omitted)."""
+def _report_items() -> Callable[[ReportValues], dict[str, Any]]:
+    """A mapper of report values to JSON objects (null properties omitted)."""
     stamp = timestamp_text()
 
-    def item(row: RowRecord) -> dict[str, Any]:
-        values = zip(REPORT_COLUMNS, _report_values(row, stamp), strict=True)
-        return {name: value for name, value in values if value is not None}
+    def item(values: ReportValues) -> dict[str, Any]:
+        cells = (*values[:-1], stamp(values[-1]))
+        pairs = zip(REPORT_COLUMNS, cells, strict=True)
+        return {name: value for name, value in pairs if value is not None}
 
     return item
 
@@ -298,10 +320,11 @@ def _data_item(row: RowRecord) -> dict[str, Any]:
 # --- encoders ---------------------------------------------------------------------------
 
 
-class _Encoder(Protocol):
-    """Turns row records into text, buffering it until ``take``."""
+class _Encoder(Protocol[T_contra]):
+    """Turns rows (records, or their report values) into text, buffering it until
+    ``take``."""
 
-    def write(self, row: RowRecord) -> None: ...
+    def write(self, row: T_contra) -> None: ...
 
     def finish(self) -> None: ...
 
@@ -330,9 +353,9 @@ class _ReportCsv(_CsvBuffer):
         self._stamp = timestamp_text()
         self.writerow(REPORT_COLUMNS)
 
-    def write(self, row: RowRecord) -> None:
+    def write(self, row: ReportValues) -> None:
         # Report values are text, whole numbers or null: the csv module writes them as is.
-        self.writerow(_report_values(row, self._stamp))
+        self.writerow((*row[:-1], self._stamp(row[-1])))
 
     def finish(self) -> None:
         pass
@@ -392,15 +415,15 @@ class _DataCsv(_CsvBuffer):
             self._start({})
 
 
-class _JsonArray:
+class _JsonArray(Generic[T]):
     """``[`` then comma-separated objects, one a line, then ``]``."""
 
-    def __init__(self, item: Callable[[RowRecord], dict[str, Any]]) -> None:
+    def __init__(self, item: Callable[[T], dict[str, Any]]) -> None:
         self._item = item
         self._parts: list[str] = ["["]
         self._first = True
 
-    def write(self, row: RowRecord) -> None:
+    def write(self, row: T) -> None:
         self._parts.append(("\n" if self._first else ",\n") + _to_json(self._item(row)))
         self._first = False
 
@@ -413,14 +436,14 @@ class _JsonArray:
         return text
 
 
-class _JsonLines:
+class _JsonLines(Generic[T]):
     """One object a line."""
 
-    def __init__(self, item: Callable[[RowRecord], dict[str, Any]]) -> None:
+    def __init__(self, item: Callable[[T], dict[str, Any]]) -> None:
         self._item = item
         self._parts: list[str] = []
 
-    def write(self, row: RowRecord) -> None:
+    def write(self, row: T) -> None:
         self._parts.append(_to_json(self._item(row)) + "\n")
 
     def finish(self) -> None:
@@ -432,7 +455,7 @@ class _JsonLines:
         return text
 
 
-def _report_encoder(file_format: ExportFormat) -> _Encoder:
+def _report_encoder(file_format: ExportFormat) -> _Encoder[ReportValues]:
     if file_format is ExportFormat.CSV:
         return _ReportCsv()
     if file_format is ExportFormat.JSON:
@@ -440,7 +463,7 @@ def _report_encoder(file_format: ExportFormat) -> _Encoder:
     return _JsonLines(_report_items())
 
 
-def _data_encoder(file_format: ExportFormat, columns: Sequence[str]) -> _Encoder:
+def _data_encoder(file_format: ExportFormat, columns: Sequence[str]) -> _Encoder[RowRecord]:
     if file_format is ExportFormat.CSV:
         return _DataCsv(columns)
     if file_format is ExportFormat.JSON:

@@ -32,12 +32,14 @@ from bulkops.storage.records import (
     OperationRecord,
     Page,
     ProgressDelta,
+    ReportValues,
     RetryRequest,
     RetrySnapshot,
     RetryStart,
     RowQuery,
     RowRecord,
     WaitOutcome,
+    report_values,
 )
 from bulkops.storage.states import ChunkState, DeliveryState, OperationStatus, RowState
 
@@ -497,6 +499,23 @@ class MemoryStore:
                 yield row
             if len(batch) < batch_size:
                 return
+
+    async def report_batches(
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        states: Collection[RowState] | None = None,
+    ) -> AsyncIterator[builtins.list[ReportValues]]:
+        """The report values of ``iterate``'s rows, in batches."""
+        batch: builtins.list[ReportValues] = []
+        async for row in self.iterate(operation_id, batch_size=batch_size, states=states):
+            batch.append(report_values(row))
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The first waiting row (by waiting time, then row number) with that key prefix."""

@@ -28,6 +28,7 @@ from bulkops.storage.records import (
     OperationRecord,
     Page,
     ProgressDelta,
+    ReportValues,
     RetryRequest,
     RetrySnapshot,
     RetryStart,
@@ -233,6 +234,17 @@ class RowStore(Protocol):
     ) -> AsyncIterator[RowRecord]:
         """Every row record of an operation above row ``after`` (or those in ``states``)
         by row number, fetched in batches."""
+
+    def report_batches(
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        states: Collection[RowState] | None = None,
+    ) -> AsyncIterator[list[ReportValues]]:
+        """The ``report_values`` of every row record of an operation (or those in
+        ``states``) by row number, a batch at a time: what ``iterate`` yields, without
+        building a record per row."""
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The row that started waiting first (ties by row number) among the operation's

@@ -127,6 +127,39 @@ class RowRecord:
     completed_at: datetime | None = None
 
 
+# What a report of row records shows of each (the export's report mode), in this order:
+# plain values that storage can hand out without building a RowRecord per row.
+REPORT_FIELDS = (
+    "row_number",
+    "row_id",
+    "state",
+    "step_index",
+    "step_name",
+    "error_type",
+    "error_message",
+    "retry_attempt",
+    "completed_at",
+)
+ReportValues = tuple[
+    int, str | None, str, int, str | None, str | None, str | None, int, datetime | None
+]
+
+
+def report_values(row: RowRecord) -> ReportValues:
+    """The ``REPORT_FIELDS`` of a row record (states and error types as their text)."""
+    return (
+        row.row_number,
+        row.row_id,
+        row.state.value,
+        row.step_index,
+        row.step_name,
+        None if row.error_type is None else row.error_type.value,
+        row.error_message,
+        row.retry_attempt,
+        row.completed_at,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class WaitOutcome:
     """How an async step's wait ended: signalled, failed, or timed out."""

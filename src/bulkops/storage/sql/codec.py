@@ -18,7 +18,13 @@ from uuid import UUID
 
 from sqlalchemy import JSON
 
-from bulkops.storage.records import EventRecord, OperationRecord, RowRecord, StepState
+from bulkops.storage.records import (
+    EventRecord,
+    OperationRecord,
+    ReportValues,
+    RowRecord,
+    StepState,
+)
 from bulkops.storage.sql.schema import events, operations, row_records
 from bulkops.storage.sql.types import EnumText, UtcDateTime
 from bulkops.storage.states import ErrorType, RowState
@@ -153,6 +159,18 @@ def _parse_timestamps() -> Callable[[Any], datetime | None]:
 def _json(value: Any) -> Any:
     # SQLite hands back JSON text; psycopg decodes jsonb itself.
     return json.loads(value) if isinstance(value, str) else value
+
+
+def report_decoder() -> Callable[[Any], ReportValues]:
+    """Decode driver tuples of ``REPORT_FIELDS`` into report values (the timestamp is the
+    only value to convert)."""
+    stamp = _parse_timestamps()
+
+    def decode(values: Any) -> ReportValues:
+        *first, completed_at = values
+        return (*first, stamp(completed_at))
+
+    return decode
 
 
 def row_decoder(operation_id: UUID) -> Callable[[Any], RowRecord]:

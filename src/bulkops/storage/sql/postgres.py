@@ -11,10 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
+    REPORT_FIELDS,
     CompletedRun,
     EventRecord,
     Fence,
     ProgressDelta,
+    ReportValues,
     RowRecord,
     WaitOutcome,
 )
@@ -34,6 +36,7 @@ from bulkops.storage.sql.codec import (
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
     postgres_timestamp,
+    report_decoder,
     row_decoder,
     wait_end_values,
 )
@@ -43,6 +46,7 @@ from bulkops.storage.sql.schema import NOT_COMPLETED
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
+_REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
 _ADD_COUNTERS = (
     "UPDATE operations SET processed_rows = processed_rows + %s, "
     "successful_rows = successful_rows + %s, error_count = error_count + %s "
@@ -136,19 +140,38 @@ async def read_batch(
     states: Collection[RowState] | None,
 ) -> list[RowRecord]:
     """The next ``limit`` row records above row ``after`` (in ``states`` when given)."""
-    sql = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE operation_id = %s AND row_number > %s"
+    sql, params = _batch_query(_ROW_COLUMNS, operation_id, after, limit, states)
+    async with db.read() as conn:
+        found = (await conn.exec_driver_sql(sql, params)).all()
+    decode = row_decoder(operation_id)
+    return [decode(values) for values in found]
+
+
+async def read_report_batch(
+    db: Database,
+    operation_id: UUID,
+    after: int,
+    limit: int,
+    states: Collection[RowState] | None,
+) -> list[ReportValues]:
+    """The report values of ``read_batch``'s rows."""
+    sql, params = _batch_query(_REPORT_COLUMNS, operation_id, after, limit, states)
+    async with db.read() as conn:
+        found = (await conn.exec_driver_sql(sql, params)).all()
+    return list(map(report_decoder(), found))
+
+
+def _batch_query(
+    columns: str, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+) -> tuple[str, tuple[object, ...]]:
+    sql = f"SELECT {columns} FROM row_records WHERE operation_id = %s AND row_number > %s"
     params: tuple[object, ...] = (operation_id, after)
     if states is not None:
         sql += " AND state = ANY(%s)"
         params += ([state.value for state in states],)
         if RowState.COMPLETED not in states:
             sql += f" AND {NOT_COMPLETED}"  # the partial state index holds them all
-    sql += " ORDER BY row_number LIMIT %s"
-    params += (limit,)
-    async with db.read() as conn:
-        found = (await conn.exec_driver_sql(sql, params)).all()
-    decode = row_decoder(operation_id)
-    return [decode(values) for values in found]
+    return sql + " ORDER BY row_number LIMIT %s", (*params, limit)
 
 
 def _first_waiting(operation_id: UUID, key_prefix: str) -> tuple[str, tuple[object, ...]]:

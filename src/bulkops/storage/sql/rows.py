@@ -18,6 +18,7 @@ from bulkops.storage.records import (
     Fence,
     Page,
     ProgressDelta,
+    ReportValues,
     RowQuery,
     RowRecord,
     StepState,
@@ -267,6 +268,32 @@ class RowMethods(SqlBase):
             if len(records) < batch_size:
                 return
             after = records[-1].row_number
+
+    async def report_batches(
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        states: Collection[RowState] | None = None,
+    ) -> AsyncIterator[builtins.list[ReportValues]]:
+        """The report values of ``iterate``'s rows, one keyset batch per transaction."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        after = 0
+        while True:
+            if self._db.is_sqlite:
+                batch = await self._db.read_sqlite(
+                    sqlite.read_report_batch(operation_id, after, batch_size, states)
+                )
+            else:
+                batch = await postgres.read_report_batch(
+                    self._db, operation_id, after, batch_size, states
+                )
+            if batch:
+                yield batch
+            if len(batch) < batch_size:
+                return
+            after = batch[-1][0]
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The first waiting row (by waiting time, then row number) with that key prefix."""

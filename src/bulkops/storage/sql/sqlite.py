@@ -14,11 +14,13 @@ from uuid import UUID
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
+    REPORT_FIELDS,
     CompletedRun,
     EventRecord,
     Fence,
     OperationRecord,
     ProgressDelta,
+    ReportValues,
     RowRecord,
     WaitOutcome,
 )
@@ -34,6 +36,7 @@ from bulkops.storage.sql.codec import (
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
     decode_operation,
+    report_decoder,
     row_decoder,
     sqlite_timestamp,
     wait_end_values,
@@ -45,6 +48,7 @@ from bulkops.storage.states import ChunkState, OperationStatus, RowState
 Work = Callable[[sqlite3.Connection], Any]
 
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
+_REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
 _ADD_COUNTERS = (
     "UPDATE operations SET processed_rows = processed_rows + ?, "
     "successful_rows = successful_rows + ?, error_count = error_count + ? WHERE id = ?"
@@ -105,21 +109,38 @@ def read_batch(
 ) -> Callable[[sqlite3.Connection], list[RowRecord]]:
     """The next ``limit`` row records of the operation above row ``after`` (in ``states``
     when given), by row number."""
-    sql = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE operation_id = ? AND row_number > ?"
-    params: tuple[object, ...] = (str(operation_id), after)
-    if states is not None:
-        sql += f" AND state IN ({', '.join('?' for _ in states)})"
-        params += tuple(state.value for state in states)
-        if RowState.COMPLETED not in states:
-            sql += f" AND {NOT_COMPLETED}"  # the partial state index holds them all
-    sql += " ORDER BY row_number LIMIT ?"
-    params += (limit,)
+    sql, params = _batch_query(_ROW_COLUMNS, operation_id, after, limit, states)
 
     def read(connection: sqlite3.Connection) -> list[RowRecord]:
         decode = row_decoder(operation_id)
         return [decode(values) for values in connection.execute(sql, params)]
 
     return read
+
+
+def read_report_batch(
+    operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+) -> Callable[[sqlite3.Connection], list[ReportValues]]:
+    """The report values of ``read_batch``'s rows."""
+    sql, params = _batch_query(_REPORT_COLUMNS, operation_id, after, limit, states)
+
+    def read(connection: sqlite3.Connection) -> list[ReportValues]:
+        return list(map(report_decoder(), connection.execute(sql, params)))
+
+    return read
+
+
+def _batch_query(
+    columns: str, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+) -> tuple[str, tuple[object, ...]]:
+    sql = f"SELECT {columns} FROM row_records WHERE operation_id = ? AND row_number > ?"
+    params: tuple[object, ...] = (str(operation_id), after)
+    if states is not None:
+        sql += f" AND state IN ({', '.join('?' for _ in states)})"
+        params += tuple(state.value for state in states)
+        if RowState.COMPLETED not in states:
+            sql += f" AND {NOT_COMPLETED}"  # the partial state index holds them all
+    return sql + " ORDER BY row_number LIMIT ?", (*params, limit)
 
 
 def _first_waiting(operation_id: UUID, key_prefix: str) -> tuple[str, tuple[object, ...]]:
