@@ -249,6 +249,28 @@ class _SqliteThread:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._transaction, work)
 
+    async def run_group(self, works: list[Callable[[sqlite3.Connection], Any]]) -> list[Outcome]:
+        """Run ``works`` in one transaction, each in a savepoint of its own: one that raises
+        is rolled back alone. Raises (and rolls back every work) when the transaction as a
+        whole fails."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._group, works)
+
+    def _group(self, works: list[Callable[[sqlite3.Connection], Any]]) -> list[Outcome]:
+        def each(connection: sqlite3.Connection) -> list[Outcome]:
+            outcomes: list[Outcome] = []
+            for work in works:
+                connection.execute("SAVEPOINT work")
+                try:
+                    outcomes.append((True, work(connection)))
+                except Exception as exc:
+                    connection.execute("ROLLBACK TO work")
+                    outcomes.append((False, exc))
+                connection.execute("RELEASE work")
+            return outcomes
+
+        return self._transaction(each)
+
     def _close(self) -> None:
         if self._connection is not None:
             self._connection.close()
@@ -258,6 +280,73 @@ class _SqliteThread:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._close)
         self._executor.shutdown(wait=True)
+
+
+Outcome = tuple[bool, Any]  # (returned, its value) or (raised, the exception)
+
+
+class _WriteGroup:
+    """Group commit for the SQLite writer thread. Each transaction is a thread hop and a
+    turn of the event loop to hand its result back; twenty signals at once queued behind
+    each other for them (a signal answered in 16-19 ms, the event loop idle 40% of the
+    time). Writes that arrive while a group is stored go together in the next one."""
+
+    def __init__(
+        self,
+        thread: _SqliteThread,
+        turn: Callable[[], contextlib.AbstractAsyncContextManager[None]],
+    ) -> None:
+        self._thread = thread
+        self._turn = turn
+        self._pending: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self._draining = False
+
+    async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._pending.append((work, done))
+        if not self._draining:
+            self._draining = True
+            drain = asyncio.ensure_future(self._drain())
+            drain.add_done_callback(_quiet)
+        return await done
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                async with self._turn():  # the writes that came meanwhile join this group
+                    group, self._pending = self._pending, []
+                    await self._store(group)
+        finally:
+            self._draining = False
+
+    async def _store(
+        self, group: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
+    ) -> None:
+        try:
+            if len(group) == 1:  # no savepoint needed
+                work, done = group[0]
+                outcomes: list[Outcome] = [(True, await self._thread.run(work))]
+            else:
+                outcomes = await self._thread.run_group([work for work, _ in group])
+        except BaseException as exc:  # the transaction failed: every write of it did
+            for _, done in group:
+                if not done.done():
+                    done.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, done), (returned, value) in zip(group, outcomes, strict=True):
+            if done.done():  # its writer was cancelled meanwhile; the write stands
+                continue
+            if returned:
+                done.set_result(value)
+            else:
+                done.set_exception(value)
+
+
+def _quiet(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: the writers got it
 
 
 class Database:
@@ -283,6 +372,7 @@ class Database:
         # handler (backing off up to 100 ms). Writers of this process queue here instead;
         # the busy timeout is left for other processes.
         self._write_lock: asyncio.Lock | None = None
+        self._group: _WriteGroup | None = None
 
     @asynccontextmanager
     async def _local_write_turn(self) -> AsyncIterator[None]:
@@ -340,17 +430,21 @@ class Database:
         return self._writer is not None
 
     async def write_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction on the SQLite writer thread.
+        """Run ``work`` in a ``BEGIN IMMEDIATE`` transaction on the SQLite writer thread.
 
-        Commits when ``work`` returns, rolls back when it raises.
+        Writes that arrive while another is stored wait for their turn together and share
+        the next transaction (group commit), each in a savepoint of its own: its changes
+        are committed when it returns, rolled back when it raises, whatever the others do.
         """
         if self._closed or self._writer is None:
             raise StorageError("the database is closed")
+        if self._group is None:
+            self._group = _WriteGroup(self._writer, self._local_write_turn)
         try:
-            async with self._local_write_turn():
-                return await self._writer.run(work)
+            result: T = await self._group.write(work)
         except DRIVER_ERRORS as exc:
             raise storage_error("database write", exc) from exc
+        return result
 
     @property
     def dialect_name(self) -> str:
