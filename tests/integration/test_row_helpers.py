@@ -454,3 +454,49 @@ async def test_the_pool_queues_jobs_behind_the_least_busy_helper(tmp_path: Path)
     finally:
         gate.unlink()
         await pool.close()
+
+
+async def test_a_job_sent_ahead_never_starts_after_a_stopped_one(
+    helper: RowHelper, tmp_path: Path
+) -> None:
+    rows, log, gate = tmp_path / "rows.csv", tmp_path / "log", tmp_path / "gate"
+    rows.write_text(rows_csv())
+    gate.touch()
+    first = job_of(rows, 100, log=str(log), gate=str(gate), gate_row=50)
+    running = await helper.submit(first)
+    following = asyncio.create_task(helper.follow(running, lambda _: None, _no_wait))
+    await wait_until(lambda: _true(Path(f"{gate}.reached").exists()), what="the gated row")
+    following.cancel()  # the Stop goes out before the next chunk's job is sent ahead
+    for _ in range(5):
+        await asyncio.sleep(0)
+    behind = await helper.submit(replace(job_after(first, 200, log=str(log)), ahead=True))
+    with pytest.raises(asyncio.CancelledError):
+        await following
+
+    dropped = await helper.follow(behind, lambda _: None, _no_wait)
+
+    assert dropped.stopped  # its run goes on in the parent, after its own status check
+    assert [n for n, _ in processed(log)] == list(range(1, 50))
+
+
+async def test_a_job_sent_ahead_never_starts_after_a_failed_one(
+    helper: RowHelper, tmp_path: Path
+) -> None:
+    rows, log = tmp_path / "rows.csv", tmp_path / "log"
+    head = b"n,fail\n" + b"".join(f"{n},\n".encode() for n in range(1, 50)) + b"\xff\xfe,\n"
+    tail = b"".join(f"{n},\n".encode() for n in range(51, ROWS + 1))
+    rows.write_bytes(head + tail)
+    offset = len(head + b"".join(f"{n},\n".encode() for n in range(51, 101)))
+    first = job_of(rows, 100, log=str(log))
+    behind = replace(
+        job_after(first, 200, log=str(log)),
+        chunk=ChunkRecord(first.operation_id, 1, 101, 200, offset),
+        ahead=True,
+    )
+    sent = [await helper.submit(first), await helper.submit(behind)]
+
+    failed, dropped = [await helper.follow(job, lambda _: None, _no_wait) for job in sent]
+
+    assert failed.failure is not None and "UTF-8" in failed.failure
+    assert dropped.stopped and dropped.failure is None
+    assert all(n < 100 for n, _ in processed(log))

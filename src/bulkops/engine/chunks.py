@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Generator, Iterator, Mapping
+from dataclasses import replace
 from itertools import chain, dropwhile, islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,10 +122,12 @@ class ChunkRun(Run):
         this run to learn of it and hand them over (6.6 ms a chunk on PostgreSQL, a sixth
         of a 10,000-row chunk's time). A stop of the chunk before stops them there too."""
         before = self._before
-        helper = None if before is None or before.rows_done.is_set() else before.helper
+        if before is None or before.rows_done.is_set() or before.stop_reason is not None:
+            return None
+        helper = before.helper
         if helper is None or not self._may_use_helper(definition, stored):
             return None
-        return await self._submit(helper, job)
+        return await self._submit(helper, replace(job, ahead=True))
 
     async def _submit(self, helper: RowHelper, job: Job) -> tuple[RowHelper, Job] | None:
         try:

@@ -55,6 +55,9 @@ class Job:
     chunk: ChunkRecord
     report_interval: float  # seconds: progress at least this often while rows finish
     id: int = 0
+    # Sent ahead to follow the job of its operation's chunk before: it never starts after
+    # a job of its operation that was stopped or failed (its run goes on in the parent).
+    ahead: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +99,14 @@ Message = Hello | Ready | Job | Stop | Progress | Finished
 
 async def send(writer: asyncio.StreamWriter, message: Message) -> None:
     """Write one message and wait until the pipe takes it."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    writer.write(len(data).to_bytes(_SIZE, "big"))
-    writer.write(data)
+    write(writer, message)
     await writer.drain()
+
+
+def write(writer: asyncio.StreamWriter, message: Message) -> None:
+    """Put one message whole into the writer's buffer (``send`` without the wait)."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    writer.write(len(data).to_bytes(_SIZE, "big") + data)
 
 
 async def receive(reader: asyncio.StreamReader) -> Message:

@@ -26,6 +26,7 @@ from itertools import islice
 from pathlib import Path
 from time import perf_counter
 from typing import BinaryIO
+from uuid import UUID
 
 import pydantic
 
@@ -126,9 +127,10 @@ class _Report:
             await self.send()
 
 
-async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) -> None:
+async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) -> bool:
     """Run the job's rows and report them; always ends with one ``Finished`` (a stop
-    cancels the row running, as it would in the parent)."""
+    cancels the row running, as it would in the parent). True when it ended clean (not
+    stopped, no failure)."""
     operation_scope(job.operation_id)
     report = _Report(writer, job.id, job.chunk.first_row - 1)
     timer = asyncio.create_task(report.send_every(job.report_interval))
@@ -152,6 +154,7 @@ async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) ->
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(ending)
     ending.result()
+    return failure is None and not stopped
 
 
 async def _finish(report: _Report, writer: asyncio.StreamWriter, finished: Finished) -> None:
@@ -345,11 +348,12 @@ async def serve(out: BinaryIO) -> None:
                 continue
             task = asyncio.create_task(run_job(registry, job, writer))
             jobs.started(job, task)
+            clean = False
             try:
-                await task
+                clean = await task
             except asyncio.CancelledError:  # cancelled before its first line ran
                 await send(writer, Finished(job.id, stopped=True))
-            jobs.ended(job)
+            jobs.ended(job, clean)
     finally:
         listener.cancel()
 
@@ -362,7 +366,8 @@ class _Jobs:
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._queued: dict[int, Job] = {}  # received and not started
         self._stopped: set[int] = set()  # told to stop (or dropped), started or not
-        self._current: tuple[Job, asyncio.Task[None]] | None = None
+        self._current: tuple[Job, asyncio.Task[bool]] | None = None
+        self._halted: set[UUID] = set()  # operations whose last job stopped or failed
 
     def add(self, job: Job) -> None:
         self._queued[job.id] = job
@@ -385,18 +390,25 @@ class _Jobs:
         """The next job, or None once a stopped one was answered (Finished, stopped)."""
         job = await self._queue.get()
         del self._queued[job.id]
+        if job.ahead and job.operation_id in self._halted:
+            self._stopped.add(job.id)  # the job before it stopped or failed
         if job.id not in self._stopped:
             return job
         self._stopped.discard(job.id)
+        self._halted.add(job.operation_id)
         await send(self._writer, Finished(job.id, stopped=True))
         return None
 
-    def started(self, job: Job, task: asyncio.Task[None]) -> None:
+    def started(self, job: Job, task: asyncio.Task[bool]) -> None:
         self._current = (job, task)
 
-    def ended(self, job: Job) -> None:
+    def ended(self, job: Job, clean: bool) -> None:
         self._current = None
         self._stopped.discard(job.id)
+        if clean:
+            self._halted.discard(job.operation_id)
+        else:
+            self._halted.add(job.operation_id)
 
 
 def main() -> None:

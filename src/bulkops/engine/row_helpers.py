@@ -31,6 +31,7 @@ from bulkops.engine.helper_messages import (
     Stop,
     receive,
     send,
+    write,
 )
 
 log = logging.getLogger("bulkops.engine")
@@ -144,6 +145,15 @@ class RowHelper:
             await self._send(job)
         except HelperLost:
             self._read(job)
+            raise
+        except asyncio.CancelledError:
+            # Cancelled while the pipe was full: the job is in the buffer and will arrive.
+            # Its Stop follows it, nobody will read its messages, and the helper is not
+            # held for it.
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                write(self._writer, Stop(job.id))
+            self._read(job)
+            self.release()
             raise
         return job
 
