@@ -128,16 +128,26 @@ def parse_url(url: str, *, asynchronous: bool) -> URL:
     raise ValueError(f"unsupported database URL {shown!r}: use sqlite:/// or postgresql://")
 
 
+STAGED = "bulkops_staging"  # connection info key: the COPY staging table exists
+
+
 def configure_postgres(engine: Engine) -> None:
     """Give every new PostgreSQL connection the staging table that large row batches are
-    copied into (``bulk.POSTGRES_COPY``)."""
+    copied into (``bulk.POSTGRES_COPY``). A role without the TEMP privilege gets none, and
+    its batches are written without COPY."""
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
         cursor = dbapi_connection.cursor()
-        cursor.execute(POSTGRES_STAGING)
-        cursor.close()
-        dbapi_connection.commit()
+        try:
+            cursor.execute(POSTGRES_STAGING)
+        except Exception:  # insufficient privilege, say: no COPY then
+            dbapi_connection.rollback()
+        else:
+            dbapi_connection.commit()
+            record.info[STAGED] = True
+        finally:
+            cursor.close()
 
 
 def configure_sqlite(engine: Engine, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:

@@ -40,7 +40,7 @@ from bulkops.storage.sql.codec import (
     row_decoder,
     wait_end_values,
 )
-from bulkops.storage.sql.database import Database
+from bulkops.storage.sql.database import STAGED, Database
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.schema import NOT_COMPLETED
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
@@ -73,7 +73,6 @@ async def save(
     runs, others = split_plain_runs(rows)
     ranges = range_params("postgresql", operation_id, [*runs, *completed])
     copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
-    upsert, params = postgres_upsert(operation_id, others) if others and not copied else ("", None)
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
     if fence is not None and fence.chunk is None:
@@ -92,10 +91,10 @@ async def save(
                     raise _NotHeld  # rolls the counters back
             if ranges:
                 await _insert_runs(conn, ranges)
-            if copied:
-                await _copy_in(conn, copied)
-            elif others:
-                await conn.exec_driver_sql(upsert, params)
+            if not copied or not await _copy_in(conn, copied):
+                if others:
+                    upsert, params = postgres_upsert(operation_id, others)
+                    await conn.exec_driver_sql(upsert, params)
             await insert_events(conn, events)
     except _NotHeld:
         return None
@@ -115,10 +114,13 @@ async def _insert_runs(conn: AsyncConnection, ranges: list[Any]) -> None:
         await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
 
 
-async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> None:
+async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> bool:
     """Upsert encoded rows through COPY (binary) into the session's staging table (created
-    with the connection, emptied at every commit)."""
-    driver = (await conn.get_raw_connection()).driver_connection
+    with the connection, emptied at every commit); False when the connection has none."""
+    pooled = await conn.get_raw_connection()
+    if not pooled.info.get(STAGED):
+        return False
+    driver = pooled.driver_connection
     assert driver is not None
     async with driver.cursor() as cursor:
         async with cursor.copy(POSTGRES_COPY) as copy:
@@ -126,6 +128,7 @@ async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> None:
             for row in rows:
                 await copy.write_row(row)
         await cursor.execute(POSTGRES_MERGE)
+    return True
 
 
 class _NotHeld(Exception):
