@@ -325,7 +325,7 @@ class RowHelpers:
             helper = self._idle.pop()
             if helper.alive:
                 return helper
-            self._all.discard(helper)
+            self._drop(helper)  # it died while idle: end and reap it
         self._start_one()
         busy = [helper for helper in self._all if helper.alive]
         return min(busy, key=lambda helper: helper.jobs, default=None)
@@ -346,6 +346,9 @@ class RowHelpers:
         if helper.alive and not self._closed:
             self._idle.append(helper)
             return
+        self._drop(helper)
+
+    def _drop(self, helper: RowHelper) -> None:
         self._all.discard(helper)
         task = asyncio.create_task(helper.close())  # ends it (if need be) and reaps it
         self._closing.add(task)
