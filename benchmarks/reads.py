@@ -46,6 +46,8 @@ def _routes(operation_id: str, rows: int) -> dict[str, str]:
         "rows_last_page": f"{base}/rows?page={last}",
         "rows_completed_last_page": f"{base}/rows?state=Completed&page={last}",
         "rows_after_cursor": f"{base}/rows?after={max(0, rows - 25)}",
+        "rows_step_last_page": f"{base}/rows?stepName=process&page={last}",
+        "rows_step_none": f"{base}/rows?stepName=validation",
         "events": f"{base}/events",
         "list": "/api/bulks",
     }

@@ -20,7 +20,13 @@ from sqlalchemy import create_engine, text
 
 from bulkops.errors import StorageError
 from bulkops.storage import lifecycle
-from bulkops.storage.records import OperationQuery, OperationRecord, ProgressDelta, RowRecord
+from bulkops.storage.records import (
+    OperationQuery,
+    OperationRecord,
+    ProgressDelta,
+    RowQuery,
+    RowRecord,
+)
 from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
 from bulkops.storage.sql.database import parse_url
 from bulkops.storage.sql.migrate import alembic_config
@@ -508,6 +514,48 @@ def test_stored_rows_survive_the_row_records_rebuild_of_0008_both_ways(
         assert asyncio.run(store(read)) == rows
     finally:
         engine.dispose()
+
+
+def test_the_upgrade_lists_the_steps_of_completed_rows_stored_before_it(
+    tmp_path: Path, make_operation: MakeOperation
+) -> None:
+    """0010 fills ``completed_steps`` from the rows already stored, so a step filter on an
+    operation stored before the upgrade still finds its Completed rows."""
+    url = f"sqlite:///{tmp_path}/bulkops.db"
+    op = make_operation(status=OperationStatus.COMPLETED)
+    engine = create_engine(parse_url(url, asynchronous=False))
+    try:
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0009")
+            insert = text(
+                "INSERT INTO row_records (operation_id, row_number, state, step_index, "
+                "step_name, retry_attempt) VALUES (:op, :n, :state, 0, :step, 0)"
+            )
+            for n, state, step in [
+                (1, "Completed", "ship"),
+                (2, "Failed", "validation"),
+                (3, "Completed", "ship"),
+                (4, "Completed", None),
+            ]:
+                conn.execute(insert, {"op": str(op.id), "n": n, "state": state, "step": step})
+        migrate(url)
+    finally:
+        engine.dispose()
+
+    async def pages() -> list[list[int]]:
+        database = Database.from_url(url)
+        try:
+            store = SqlStore(database)
+            await store.add(op)
+            found = []
+            for step in ("ship", "validation", "process"):
+                page = await store.page(RowQuery(op.id, step_name=step))
+                found.append([row.row_number for row in page.items])
+            return found
+        finally:
+            await database.close()
+
+    assert asyncio.run(pages()) == [[1, 3], [2], []]
 
 
 def test_migrate_resolves_relative_sqlite_paths(

@@ -8,11 +8,13 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from sqlalchemy import Select, text
+from sqlalchemy import Select, func, select, text
 
 from bulkops.storage import lifecycle
-from bulkops.storage.records import OperationRecord, ProgressDelta, RowQuery
-from bulkops.storage.sql.rows import others_select, page_select
+from bulkops.storage.records import Fence, OperationRecord, ProgressDelta, RowQuery, RowRecord
+from bulkops.storage.sql import rows as sql_rows
+from bulkops.storage.sql.rows import others_select, page_select, row_conditions
+from bulkops.storage.sql.schema import row_records
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
 
@@ -124,6 +126,16 @@ def _literal(statement: Select[Any]) -> str:
 STATE_INDEX = "ix_row_records_operation_id_state_row_number"
 
 
+async def _plan(stores: Stores, sql: str) -> str:
+    assert stores.database is not None
+    async with stores.database.read() as conn:
+        if stores.kind == "sqlite":
+            rows = (await conn.execute(text(f"EXPLAIN QUERY PLAN {sql}"))).all()
+            return " | ".join(str(row[-1]) for row in rows)
+        await conn.execute(text("SET LOCAL enable_seqscan = off"))
+        return " | ".join(str(row[0]) for row in (await conn.execute(text(f"EXPLAIN {sql}"))))
+
+
 @pytest.mark.parametrize("query", [*EXPLAINED, None])
 async def test_filtered_pages_read_the_state_index_in_row_order(
     stores: Stores, query: RowQuery | None
@@ -137,21 +149,28 @@ async def test_filtered_pages_read_the_state_index_in_row_order(
     if query is not None and query.state is RowState.COMPLETED:
         index = "sqlite_autoindex_row_records_1" if stores.kind == "sqlite" else "pk_row_records"
     sql = _page_sql(query) if query is not None else _literal(others_select(OPERATION))
-    async with stores.database.read() as conn:
-        if stores.kind == "sqlite":
-            plan = " | ".join(
-                str(row[-1])
-                for row in (await conn.execute(text(f"EXPLAIN QUERY PLAN {sql}"))).all()
-            )
-            assert index in plan, plan
-            assert "TEMP B-TREE" not in plan, plan  # no sort of the matching rows
-        else:
-            await conn.execute(text("SET LOCAL enable_seqscan = off"))
-            plan = " | ".join(
-                str(row[0]) for row in (await conn.execute(text(f"EXPLAIN {sql}"))).all()
-            )
-            assert index in plan, plan
-            assert "Sort" not in plan, plan
+    plan = await _plan(stores, sql)
+    assert index in plan, plan
+    assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan  # no sort of the rows
+
+
+@pytest.mark.parametrize("state", [None, RowState.FAILED])
+async def test_a_step_no_completed_row_reached_reads_the_state_index(
+    stores: Stores, state: RowState | None
+) -> None:
+    """Its page and its count read the state index (the page sorts the others it finds
+    there rather than walk every row in order)."""
+    if stores.database is None:
+        pytest.skip("query plans are a SQL matter")
+    query = RowQuery(OPERATION, step_name="validation", state=state, page=4)
+    count = (
+        select(func.count())
+        .select_from(row_records)
+        .where(*row_conditions(query, others_only=True))
+    )
+    for sql in (_literal(page_select(query, others_only=True, sort=True)), _literal(count)):
+        plan = await _plan(stores, sql)
+        assert STATE_INDEX in plan, plan
 
 
 @pytest.mark.parametrize(
@@ -179,3 +198,99 @@ async def test_pages_of_completed_rows_skip_the_others(
         assert [r.row_number for r in got.items] == completed[(page - 1) * 4 : page * 4]
         assert got.total_count == len(completed)
         assert got.has_next_page is (page * 4 < len(completed))
+
+
+def _step_rows(make_row: MakeRow, op: OperationRecord, row_20: str) -> list[RowRecord]:
+    """Rows 1-30: failed validation (3, 4, 17), failed at process (9, 30), waiting at
+    process (12, running operations only), the rest Completed at process but row 20, which
+    completed at ``row_20``."""
+    rows = []
+    for n in range(1, 31):
+        if n in (3, 4, 17):
+            row = make_row(op.id, n, state=RowState.FAILED, step_name="validation")
+        elif n in (9, 30):
+            row = make_row(op.id, n, state=RowState.FAILED, error_type=ErrorType.PROCESSING)
+        elif n == 12 and op.status is OperationStatus.RUNNING:
+            row = make_row(op.id, n, state=RowState.WAITING_FOR_COMPLETION, completed_at=None)
+        else:
+            row = make_row(op.id, n, step_name=row_20 if n == 20 else "process")
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("few", [10_000, 2])
+@pytest.mark.parametrize("settled", [True, False])
+@pytest.mark.parametrize("row_20", ["process", "ship"])
+async def test_step_filters_find_the_rows_whose_current_step_has_that_name(
+    stores: Stores,
+    make_operation: MakeOperation,
+    make_row: MakeRow,
+    settled: bool,
+    row_20: str,
+    few: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pages of each step, with and without a state, on a settled operation and a running
+    one, whose Completed rows are at one step (all but the failed ones and ``nowhere``
+    read as every Completed row or as none) or at two (``process`` and ``ship`` mix);
+    and as they read when the others are too many to skip or sort (``few`` 2)."""
+    monkeypatch.setattr(sql_rows, "_FEW_OTHERS", few)
+    op = make_operation(status=OperationStatus.RUNNING)
+    await stores.operations.add(op)
+    rows = _step_rows(make_row, op, row_20)
+    await stores.rows.save(op.id, rows[:15], ProgressDelta(15, 11, 4))  # two saves: the
+    await stores.rows.save(op.id, rows[15:], ProgressDelta(15, 12, 3))  # names add up
+    if settled:
+        counts = await stores.operations.counts(op.id)
+        assert await stores.operations.apply(lifecycle.finish(op, counts, BASE_TIME))
+
+    for step in ("process", "validation", "ship", "nowhere"):
+        for state in (None, RowState.COMPLETED, RowState.FAILED):
+            wanted = [
+                row.row_number
+                for row in rows
+                if row.step_name == step and (state is None or row.state is state)
+            ]
+            for page in range(1, 8):
+                query = RowQuery(op.id, step_name=step, state=state, page=page, page_size=4)
+                got = await stores.rows.page(query)
+                where = f"{step}/{state}/page {page}"
+                assert [r.row_number for r in got.items] == wanted[(page - 1) * 4 :][:4], where
+                assert got.total_count == len(wanted), where
+                assert got.has_next_page is (page * 4 < len(wanted)), where
+            assert await walk(stores, RowQuery(op.id, step_name=step, state=state)) == wanted
+
+
+async def test_a_step_first_completed_later_is_found(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    """The names Completed rows carry grow with each save (a retried row that completes at
+    a step no Completed row had reached), also for a store that has seen the operation."""
+    op = await operation_with_rows(stores, make_operation, make_row, [1, 2, 3], completed=False)
+    assert (await stores.rows.page(RowQuery(op.id, step_name="ship"))).items == []
+
+    await stores.rows.save(op.id, [make_row(op.id, 2, step_name="ship")], ProgressDelta(0, 0, 0))
+
+    found = await stores.rows.page(RowQuery(op.id, step_name="ship"))
+    assert [r.row_number for r in found.items] == [2] and found.total_count == 1
+    rest = await stores.rows.page(RowQuery(op.id, step_name="process"))
+    assert [r.row_number for r in rest.items] == [1, 3] and rest.total_count == 2
+
+
+async def test_a_save_refused_by_its_fence_lists_no_step(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    """A name is known listed only once its save committed: a save the fence refused does
+    not keep a later save of the same step from listing it."""
+    op = make_operation(status=OperationStatus.RUNNING, worker_id="w1")
+    await stores.operations.add(op)
+    refused = await stores.rows.save(
+        op.id, [make_row(op.id, 1, step_name="ship")], ProgressDelta(1, 1, 0), fence=Fence("w2")
+    )
+    assert refused is None
+    await stores.rows.save(
+        op.id, [make_row(op.id, 1, step_name="ship")], ProgressDelta(1, 1, 0), fence=Fence("w1")
+    )
+
+    found = await stores.rows.page(RowQuery(op.id, step_name="ship"))
+    assert [r.row_number for r in found.items] == [1]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from bulkops.storage.ports import EventStore
 from bulkops.storage.records import EventRecord
+from bulkops.storage.sql.bulk import ListedSteps
 from bulkops.storage.sql.database import Database
 
 
@@ -20,6 +21,7 @@ class SqlBase:
         self._db = database
         self._event_log = event_log
         self._events_here = event_log is None
+        self._listed_steps = ListedSteps()
 
     async def _after_commit(self, events: Sequence[EventRecord]) -> None:
         if self._event_log is not None and events:

@@ -7,7 +7,8 @@ set-based statement each.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -179,6 +180,46 @@ def split_plain_runs(rows: Sequence[RowRecord]) -> tuple[list[Run], list[RowReco
                 continue
         runs.append(Run(row.row_number, row.row_number, row.step_name, stamp))
     return runs, others
+
+
+@dataclass(frozen=True, slots=True)
+class SplitRows:
+    """The rows of one save as the SQL writes them: runs of plain completions (one range
+    statement each), the other rows (upserted), and the step names of Completed rows that
+    ``completed_steps`` may not list yet."""
+
+    runs: Sequence[Run]
+    others: Sequence[RowRecord]
+    new_steps: Collection[str] = ()
+
+
+def completed_step_names(runs: Sequence[Run], others: Sequence[RowRecord]) -> set[str]:
+    """The step names of the Completed rows among ``runs`` and ``others`` ('' for none)."""
+    names = {run.step_name or "" for run in runs}
+    names.update(row.step_name or "" for row in others if row.state is RowState.COMPLETED)
+    return names
+
+
+class ListedSteps:
+    """The step names this process knows ``completed_steps`` lists, per operation, so a
+    save inserts a name only the first time (names are never removed). Bounded."""
+
+    KEPT = 1024
+
+    def __init__(self) -> None:
+        self._listed: dict[UUID, frozenset[str]] = {}
+
+    def new(self, operation_id: UUID, names: set[str]) -> frozenset[str]:
+        """The names of ``names`` not known to be listed."""
+        listed = self._listed.get(operation_id)
+        return frozenset(names if listed is None else names - listed)
+
+    def add(self, operation_id: UUID, names: Collection[str]) -> None:
+        """Note ``names`` as listed (after the transaction that inserted them committed)."""
+        listed = self._listed.pop(operation_id, frozenset())
+        if len(self._listed) >= self.KEPT:
+            self._listed.pop(next(iter(self._listed)))
+        self._listed[operation_id] = listed | frozenset(names)
 
 
 def range_params(dialect_name: str, operation_id: UUID, runs: Sequence[Run]) -> list[Any]:

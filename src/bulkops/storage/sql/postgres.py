@@ -12,7 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     REPORT_FIELDS,
-    CompletedRun,
     EventRecord,
     Fence,
     ProgressDelta,
@@ -27,10 +26,10 @@ from bulkops.storage.sql.bulk import (
     POSTGRES_MERGE,
     POSTGRES_RANGE_INSERT,
     POSTGRES_RANGE_UPSERT,
+    SplitRows,
     copy_rows,
     postgres_upsert,
     range_params,
-    split_plain_runs,
 )
 from bulkops.storage.sql.codec import (
     ROW_VALUE_COLUMNS,
@@ -53,6 +52,9 @@ _ADD_COUNTERS = (
     "WHERE id = %s RETURNING status"
 )
 _WAITING = RowState.WAITING_FOR_COMPLETION.value
+_ADD_STEP = (
+    "INSERT INTO completed_steps (operation_id, step_name) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+)
 _HELD_CHUNK = (
     "SELECT 1 FROM chunks WHERE operation_id = %s AND chunk_index = %s AND worker_id = %s "
     "AND state = %s FOR SHARE"
@@ -62,16 +64,15 @@ _HELD_CHUNK = (
 async def save(
     db: Database,
     operation_id: UUID,
-    rows: Sequence[RowRecord],
+    rows: SplitRows,
     delta: ProgressDelta,
     events: Sequence[EventRecord],
     fence: Fence | None,
-    completed: Sequence[CompletedRun] = (),
 ) -> OperationStatus | None:
     """``RowStore.save`` in one transaction (events are written when given)."""
     # Encode before taking the write lock so the lock is held for the SQL alone.
-    runs, others = split_plain_runs(rows)
-    ranges = range_params("postgresql", operation_id, [*runs, *completed])
+    others = rows.others
+    ranges = range_params("postgresql", operation_id, rows.runs)
     copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
@@ -95,6 +96,9 @@ async def save(
                 if others:
                     upsert, params = postgres_upsert(operation_id, others)
                     await conn.exec_driver_sql(upsert, params)
+            if rows.new_steps:
+                steps = [(operation_id, name) for name in rows.new_steps]
+                await conn.exec_driver_sql(_ADD_STEP, steps)
             await insert_events(conn, events)
     except _NotHeld:
         return None

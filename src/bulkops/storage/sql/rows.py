@@ -26,7 +26,8 @@ from bulkops.storage.records import (
 )
 from bulkops.storage.sql import postgres, sqlite
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.schema import not_completed, operations, row_records
+from bulkops.storage.sql.bulk import SplitRows, completed_step_names, split_plain_runs
+from bulkops.storage.sql.schema import completed_steps, not_completed, operations, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
 # Row counts of finished operations, by (operation id, version): their rows change only
@@ -61,13 +62,19 @@ def in_states(states: Collection[RowState]) -> builtins.list[ColumnElement[bool]
     return found
 
 
-def _conditions(query: RowQuery) -> builtins.list[ColumnElement[bool]]:
+def row_conditions(
+    query: RowQuery, *, others_only: bool = False
+) -> builtins.list[ColumnElement[bool]]:
+    """The terms of ``query``; ``others_only`` when no Completed row can match it (its
+    step is one no Completed row reached), which lets the state index serve it."""
     r = row_records.c
     conditions: builtins.list[ColumnElement[bool]] = [r.operation_id == query.operation_id]
     if query.failed_only:
         conditions += in_states((RowState.FAILED,))
     if query.state is not None:
         conditions += in_states((query.state,))
+    if others_only and query.state in (None, RowState.COMPLETED) and not query.failed_only:
+        conditions.append(not_completed())
     if query.error_type is not None:
         conditions.append(r.error_type == query.error_type)
     if query.row_number is not None:
@@ -77,11 +84,20 @@ def _conditions(query: RowQuery) -> builtins.list[ColumnElement[bool]]:
     return conditions
 
 
-def page_select(query: RowQuery, *, gapless: bool = False) -> Select[Any]:
+def page_select(
+    query: RowQuery, *, gapless: bool = False, others_only: bool = False, sort: bool = False
+) -> Select[Any]:
     """The rows of a page and one more (which tells whether another page follows): above
-    the keyset cursor, in the row-number range of a gapless page, or at the page's offset."""
+    the keyset cursor, in the row-number range of a gapless page, or at the page's offset.
+
+    ``sort`` (with ``others_only``): the others are few, so find them on the state index
+    (in state order) and sort them, rather than walk every row of the operation in row
+    order, which SQLite chooses when the primary key can give the order.
+    """
     r = row_records.c
-    items = select(row_records).where(*_conditions(query)).order_by(r.row_number)
+    order = r.row_number + 0 if others_only and sort else r.row_number
+    items = select(row_records).where(*row_conditions(query, others_only=others_only))
+    items = items.order_by(order)
     offset = (query.page - 1) * query.page_size
     if query.after is not None:
         items = items.where(r.row_number > query.after)
@@ -93,16 +109,23 @@ def page_select(query: RowQuery, *, gapless: bool = False) -> Select[Any]:
     return items.limit(query.page_size + 1)
 
 
-def others_select(operation_id: UUID) -> Select[Any]:
-    """The row numbers of an operation's rows that are not Completed, from the state index,
-    unordered (in row order SQLite would read the primary key instead): at most one more
-    than a Completed page skips by number."""
+def others_select(operation_id: UUID, *, steps: bool = False) -> Select[Any]:
+    """The row numbers (and with ``steps`` the step names) of an operation's rows that are
+    not Completed, from the state index, unordered (in row order SQLite would read the
+    primary key instead): at most one more than a Completed page skips by number."""
     r = row_records.c
+    columns = (r.row_number, r.step_name) if steps else (r.row_number,)
     return (
-        select(r.row_number)
+        select(*columns)
         .where(r.operation_id == operation_id, not_completed())
         .limit(_FEW_OTHERS + 1)
     )
+
+
+def completed_steps_select(operation_id: UUID) -> Select[Any]:
+    """The step names the operation's Completed rows may carry ('' for none)."""
+    c = completed_steps.c
+    return select(c.step_name).where(c.operation_id == operation_id)
 
 
 def check_paging(page: int, page_size: int) -> None:
@@ -129,16 +152,20 @@ class RowMethods(SqlBase):
         if any(row.operation_id != operation_id for row in rows):
             raise ValueError(f"every saved row must belong to operation {operation_id}")
         inside = events if self._events_here else ()
+        runs, others = split_plain_runs(rows)
+        runs += completed
+        names = self._listed_steps.new(operation_id, completed_step_names(runs, others))
+        split = SplitRows(runs, others, names)
         if self._db.is_sqlite:
             status = await self._db.write_sqlite(
-                sqlite.save(operation_id, rows, delta, inside, fence, completed)
+                sqlite.save(operation_id, split, delta, inside, fence)
             )
         else:
-            status = await postgres.save(
-                self._db, operation_id, rows, delta, inside, fence, completed
-            )
-        if status is not None and not self._events_here:
-            await self._after_commit(events)
+            status = await postgres.save(self._db, operation_id, split, delta, inside, fence)
+        if status is not None:
+            self._listed_steps.add(operation_id, names)
+            if not self._events_here:
+                await self._after_commit(events)
         return status
 
     async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
@@ -152,22 +179,28 @@ class RowMethods(SqlBase):
     async def page(self, query: RowQuery) -> Page[RowRecord]:
         """A page of row records matching the query, by row number.
 
-        Filtered pages read the (operation, state, row number) index in order. An
-        unfiltered page of a finished operation whose rows are numbered without gaps is
-        the range of row numbers it covers (no OFFSET), its count kept per version.
+        Filtered pages read the (operation, state, row number) index in order; a step
+        filter that no Completed row can match reads it too. An unfiltered page of a
+        finished operation whose rows are numbered without gaps is the range of row
+        numbers it covers (no OFFSET), its count kept per version; pages that every
+        Completed row belongs to skip the few rows that do not (``_all_but_few``).
         """
         check_paging(query.page, query.page_size)
-        conditions = _conditions(query)
-        count = select(func.count()).select_from(row_records).where(*conditions)
         async with self._db.read() as conn:
+            steps = await self._completed_steps(conn, query)
+            others_only = steps is not None and query.step_name not in steps
+            conditions = row_conditions(query, others_only=others_only)
+            count = select(func.count()).select_from(row_records).where(*conditions)
             dense = None if query.filtered else await self._finished_count(conn, query)
-            completed = await self._completed_rows(conn, query)
-            if completed is not None:
-                total, items = completed
+            complement = None if others_only else await self._all_but_few(conn, query, steps)
+            if complement is not None:
+                total, items = complement
             elif dense is not None:
                 total, items = dense[0], page_select(query, gapless=dense[1])
             else:
-                total, items = (await conn.execute(count)).scalar_one(), page_select(query)
+                total = (await conn.execute(count)).scalar_one()
+                sort = others_only and await self._few_others(conn, query.operation_id)
+                items = page_select(query, others_only=others_only, sort=sort)
             found = (await conn.execute(items)).mappings().all()
         records = [row_from_mapping(row) for row in found[: query.page_size]]
         more = len(found) > query.page_size
@@ -180,40 +213,66 @@ class RowMethods(SqlBase):
             keyset=query.after is not None,
         )
 
-    async def _completed_rows(
+    async def _few_others(self, conn: AsyncConnection, operation_id: UUID) -> bool:
+        """Whether the operation holds at most ``_FEW_OTHERS`` rows that are not Completed
+        (reads at most one more on the state index)."""
+        others = others_select(operation_id).subquery()
+        found = await conn.execute(select(func.count()).select_from(others))
+        return int(found.scalar_one()) <= _FEW_OTHERS
+
+    async def _completed_steps(
         self, conn: AsyncConnection, query: RowQuery
+    ) -> frozenset[str] | None:
+        """The step names Completed rows of the operation may carry, for a step filter."""
+        if query.step_name is None:
+            return None
+        found = await conn.execute(completed_steps_select(query.operation_id))
+        return frozenset(found.scalars())
+
+    async def _all_but_few(
+        self, conn: AsyncConnection, query: RowQuery, steps: frozenset[str] | None
     ) -> tuple[int, Select[Any]] | None:
-        """(count, page statement) of the Completed rows of a completed operation whose rows
-        are numbered without gaps and hold few others; else None.
+        """(count, page statement) of a page that every Completed row belongs to, of a
+        completed operation whose rows are numbered without gaps and hold few others;
+        else None. Such pages: the Completed rows, and the rows at the step that is the
+        only one Completed rows carry (with or without the Completed filter).
 
         Completed rows are left out of the state index, so counting them, or skipping to a
         deep page of them, would read every row of the operation (140 ms for a page of a
         1M-row operation, 270 ms for its last). Here they are the row numbers less the
-        others, which the index lists: the count is a subtraction, and the page starts
-        after the row number below which exactly its offset of Completed rows lie.
+        others left out, which the index lists: the count is a subtraction, and the page
+        starts after the row number below which exactly its offset of wanted rows lie.
         """
-        if query.state is not RowState.COMPLETED or query.after is not None:
+        if query.after is not None or replace(query, state=None, step_name=None).filtered:
             return None
-        if replace(query, state=None).filtered:
+        step = query.step_name
+        if query.state not in (None, RowState.COMPLETED):
             return None
+        if step is not None and steps != frozenset((step,)):
+            return None
+        if step is None and query.state is None:
+            return None  # unfiltered: the plain range
         dense = await self._finished_count(conn, query)
         if dense is None or not dense[1]:
             return None
-        r = row_records.c
-        others = sorted((await conn.execute(others_select(query.operation_id))).scalars())
-        if len(others) > _FEW_OTHERS:
+        select_others = others_select(query.operation_id, steps=query.state is None)
+        found = (await conn.execute(select_others)).all()
+        if len(found) > _FEW_OTHERS:
             return None
+        # Without a state filter the others at the step belong to the page too.
+        skipped = sorted(row[0] for row in found if query.state is not None or row[1] != step)
         offset = (query.page - 1) * query.page_size
-        below = offset  # the least row number with `offset` Completed rows up to it
-        while (before := bisect_right(others, below)) + offset != below:
+        below = offset  # the least row number with `offset` wanted rows up to it
+        while (before := bisect_right(skipped, below)) + offset != below:
             below = offset + before
+        r = row_records.c
         items = (
             select(row_records)
-            .where(*_conditions(query), r.row_number > below)
+            .where(*row_conditions(query), r.row_number > below)
             .order_by(r.row_number)
             .limit(query.page_size + 1)
         )
-        return dense[0] - len(others), items
+        return dense[0] - len(skipped), items
 
     async def _finished_count(
         self, conn: AsyncConnection, query: RowQuery

@@ -127,6 +127,18 @@ row_records = Table(
     ),
 )
 
+# The step names Completed rows of an operation carry ('' for none), a superset: a name
+# is added in the transaction that stores its first Completed row, and never removed. A
+# step filter reads it to know, without scanning the operation, whether Completed rows
+# can match (a name missing: only the others can, which the state index holds) or all
+# of them do (the only name).
+completed_steps = Table(
+    "completed_steps",
+    metadata,
+    Column("operation_id", UuidType(), primary_key=True),
+    Column("step_name", String(200), primary_key=True),
+)
+
 events = Table(
     "events",
     metadata,

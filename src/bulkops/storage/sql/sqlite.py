@@ -15,7 +15,6 @@ from uuid import UUID
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     REPORT_FIELDS,
-    CompletedRun,
     EventRecord,
     Fence,
     OperationRecord,
@@ -27,9 +26,9 @@ from bulkops.storage.records import (
 from bulkops.storage.sql.bulk import (
     SQLITE_RANGE_UPSERT,
     SQLITE_UPSERT,
+    SplitRows,
     encode_rows,
     range_params,
-    split_plain_runs,
 )
 from bulkops.storage.sql.codec import (
     OPERATION_COLUMNS,
@@ -54,6 +53,7 @@ _ADD_COUNTERS = (
     "successful_rows = successful_rows + ?, error_count = error_count + ? WHERE id = ?"
 )
 _STATUS = "SELECT status FROM operations WHERE id = ?"
+_ADD_STEP = "INSERT OR IGNORE INTO completed_steps (operation_id, step_name) VALUES (?, ?)"
 _OPERATION = f"SELECT {', '.join(OPERATION_COLUMNS)} FROM operations WHERE id = ?"
 _HELD_CHUNK = (
     "SELECT 1 FROM chunks WHERE operation_id = ? AND chunk_index = ? AND worker_id = ? "
@@ -63,17 +63,16 @@ _HELD_CHUNK = (
 
 def save(
     operation_id: UUID,
-    rows: Sequence[RowRecord],
+    rows: SplitRows,
     delta: ProgressDelta,
     events: Sequence[EventRecord],
     fence: Fence | None,
-    completed: Sequence[CompletedRun] = (),
 ) -> Callable[[sqlite3.Connection], OperationStatus | None]:
     """``RowStore.save`` as one transaction (events are written when given)."""
     key = str(operation_id)
-    runs, others = split_plain_runs(rows)
-    ranges = range_params("sqlite", operation_id, [*runs, *completed])
-    encoded = encode_rows("sqlite", operation_id, others)
+    ranges = range_params("sqlite", operation_id, rows.runs)
+    encoded = encode_rows("sqlite", operation_id, rows.others)
+    steps = [(key, name) for name in rows.new_steps]
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, key)
     if fence is not None and fence.chunk is None:
@@ -96,6 +95,8 @@ def save(
             connection.executemany(SQLITE_RANGE_UPSERT, ranges)
         if encoded:
             connection.executemany(SQLITE_UPSERT, encoded)
+        if steps:
+            connection.executemany(_ADD_STEP, steps)
         if events:
             connection.executemany(SQLITE_INSERT, sqlite_event_params(events))
         status = connection.execute(_STATUS, (key,)).fetchone()
