@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bulkops.errors import StorageError
 from bulkops.storage.sql import Database
 
 
@@ -104,3 +105,25 @@ async def test_a_cancelled_writer_does_not_take_the_others_down(database: Databa
 
     assert await first == 1 and await waiting[1] == 3
     assert await stored(database) == [1, 2, 3]  # a write once queued is stored regardless
+
+
+async def test_a_write_whose_commit_fails_is_rolled_back_and_the_writer_goes_on(
+    database: Database,
+) -> None:
+    """A deferred foreign key fails at COMMIT and leaves the transaction open: the writer
+    rolls it back, so the next write begins a transaction of its own."""
+    await database.write_sqlite(
+        lambda c: c.execute(
+            "CREATE TABLE child (n INTEGER REFERENCES t (n) DEFERRABLE INITIALLY DEFERRED)"
+        )
+    )
+
+    def orphan(connection: sqlite3.Connection) -> None:
+        connection.execute("INSERT INTO t VALUES (1)")
+        connection.execute("INSERT INTO child VALUES (99)")
+
+    with pytest.raises(StorageError, match="FOREIGN KEY"):
+        await database.write_sqlite(orphan)
+    await database.write_sqlite(insert(2))
+
+    assert await stored(database) == [2]

@@ -249,10 +249,14 @@ class _SqliteThread:
         connection.execute(self._begin)
         try:
             result = work(connection)
+            connection.execute("COMMIT")
         except BaseException:
-            connection.execute("ROLLBACK")
+            # A failed COMMIT (a deferred constraint, a full disk) can leave the transaction
+            # open, and every later BEGIN on this connection would fail; some errors have
+            # rolled it back already.
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
             raise
-        connection.execute("COMMIT")
         return result
 
     async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
