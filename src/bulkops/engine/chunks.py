@@ -76,8 +76,10 @@ class ChunkRun(Run):
                 except BaseException:
                     if sent is not None:
                         helper, job = sent
-                        await helper.abandon(job, self._take)
-                        helper.release()
+                        try:
+                            await helper.abandon(job, self._take)
+                        finally:  # the helper goes back to its pool whatever the drain met
+                            helper.release()
                     raise
             done = chunk.first_row - 1  # rows up to this one ran elsewhere
             if sent is None and (free := self._helper_for(definition, stored)) is not None:
