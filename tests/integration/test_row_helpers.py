@@ -395,6 +395,9 @@ async def test_a_stopped_job_drops_the_jobs_of_its_operation_sent_behind_it(
     taken: list[Progress] = []
     following = asyncio.create_task(helper.follow(running, taken.append, _no_wait))
     await wait_until(lambda: _true(Path(f"{gate}.reached").exists()), what="the gated row")
+    # Rows 1-49 reported: the follower runs (a task cancelled before its first step would
+    # never send the Stop, and the jobs behind would wait for it for ever).
+    await wait_until(lambda: _true(bool(taken)), what="the rows before the gate reported")
 
     following.cancel()  # as a cancel or a shutdown of its run does: Stop
     with pytest.raises(asyncio.CancelledError):
@@ -464,8 +467,10 @@ async def test_a_job_sent_ahead_never_starts_after_a_stopped_one(
     gate.touch()
     first = job_of(rows, 100, log=str(log), gate=str(gate), gate_row=50)
     running = await helper.submit(first)
-    following = asyncio.create_task(helper.follow(running, lambda _: None, _no_wait))
+    taken: list[Progress] = []
+    following = asyncio.create_task(helper.follow(running, taken.append, _no_wait))
     await wait_until(lambda: _true(Path(f"{gate}.reached").exists()), what="the gated row")
+    await wait_until(lambda: _true(bool(taken)), what="the rows before the gate reported")
     following.cancel()  # the Stop goes out before the next chunk's job is sent ahead
     for _ in range(5):
         await asyncio.sleep(0)
