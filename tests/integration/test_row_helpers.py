@@ -4,6 +4,7 @@ process, stopped by a cancel or a shutdown, and taken over here when the helper 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 from collections import Counter
@@ -190,6 +191,35 @@ async def gated(
     pid = int(reached.read_text())
     assert pid in helpers_of(client).pids  # it runs in the helper
     return operation_id, log, pid
+
+
+@pytest.mark.parametrize("late", [False, True])
+async def test_a_row_stuck_in_the_helper_holds_back_no_other_operation(
+    make: Callable[..., Any], tmp_path: Path, late: bool
+) -> None:
+    """Another operation's rows run in-process while the helper is held up: taken there at
+    once when the helper went quiet before they came (``late``), else queued behind the
+    stuck job and withdrawn after ``PATIENCE`` of silence."""
+    client = await make()
+    stuck_id, stuck_log, helper_pid = await gated(client, tmp_path)
+    if late:
+        helper = helpers_of(client)
+        await wait_until(lambda: _true(helper.take() is None), what="the helper seen held up")
+    other_log = tmp_path / "other"
+    other_id = await create_ok(
+        client, rows_csv(), operation="helper-rows", metadata={"log": str(other_log)}
+    )
+
+    assert (await wait_status(client, other_id))["status"] == "Completed"
+    assert (await client.get(f"/api/bulks/{stuck_id}/status")).json()["status"] == "Running"
+    ran = processed(other_log)
+    assert sorted(n for n, _ in ran) == list(range(1, ROWS + 1))  # each row once
+    assert os.getpid() in {pid for _, pid in ran}  # not all of them waited for the helper
+
+    (tmp_path / "gate").unlink()
+    assert (await wait_status(client, stuck_id))["status"] == "Completed"
+    assert sorted(n for n, _ in processed(stuck_log)) == list(range(1, ROWS + 1))
+    assert helper_pid in helpers_of(client).pids  # the helper was never given up
 
 
 async def test_a_cancel_stops_the_row_running_in_the_helper(
@@ -457,6 +487,29 @@ async def test_the_pool_queues_jobs_behind_the_least_busy_helper(tmp_path: Path)
     finally:
         gate.unlink()
         await pool.close()
+
+
+async def test_a_job_waiting_behind_a_stuck_one_is_withdrawn_unrun(
+    helper: RowHelper, tmp_path: Path
+) -> None:
+    rows, log, other_log, gate = (tmp_path / name for name in ("rows.csv", "log", "other", "gate"))
+    rows.write_text(rows_csv())
+    gate.touch()
+    stuck = await helper.submit(job_of(rows, 100, log=str(log), gate=str(gate), gate_row=50))
+    waiting = await helper.submit(job_of(rows, 10, log=str(other_log)))  # another operation's
+    taken: list[Progress] = []
+
+    async with asyncio.timeout(10):
+        withdrawn = await helper.follow(waiting, taken.append, _no_wait)
+
+    assert withdrawn.stopped and withdrawn.failure is None
+    assert taken == [] and processed(other_log) == []  # none of its rows ran in the helper
+    assert helper.backlog() == math.inf  # held up: no job is queued behind it now
+    gate.unlink()
+    finished = await helper.follow(stuck, taken.append, _no_wait)
+    assert (finished.stopped, finished.failure) == (False, None)
+    assert [n for n, _ in processed(log)] == list(range(1, 101))
+    assert processed(other_log) == []  # never started later either
 
 
 async def test_a_job_sent_ahead_never_starts_after_a_stopped_one(

@@ -65,7 +65,8 @@ class Stop:
     """End job ``job`` now (or never start it): the row running is cancelled, as a stopped
     run's would be. The jobs of the same operation queued behind it never start either:
     they were sent ahead to follow it, and its stop (a cancel, a shutdown) is theirs until
-    their own runs say otherwise."""
+    their own runs say otherwise. A job stopped before it started is answered at once
+    (``Finished``, stopped), not when its turn would have come."""
 
     job: int
 

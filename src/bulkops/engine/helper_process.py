@@ -338,7 +338,8 @@ async def serve(out: BinaryIO) -> None:
             if isinstance(message, Job):
                 jobs.add(message)
             elif isinstance(message, Stop):
-                jobs.stop(message.job)
+                for job_id in jobs.stop(message.job):  # those that never start: now
+                    await send(writer, Finished(job_id, stopped=True))
 
     listener = asyncio.create_task(listen())
     try:
@@ -368,13 +369,17 @@ class _Jobs:
         self._stopped: set[int] = set()  # told to stop (or dropped), started or not
         self._current: tuple[Job, asyncio.Task[bool]] | None = None
         self._halted: set[UUID] = set()  # operations whose last job stopped or failed
+        self._answered: set[int] = set()  # stopped before they started, and told so
 
     def add(self, job: Job) -> None:
         self._queued[job.id] = job
         self._queue.put_nowait(job)
 
-    def stop(self, job_id: int) -> None:
-        """Stop a job; the jobs of its operation queued to follow it go with it."""
+    def stop(self, job_id: int) -> list[int]:
+        """Stop a job; the jobs of its operation queued to follow it go with it. Returns
+        the stopped jobs that had not started, to be answered (Finished, stopped) now:
+        they never will, and their runs go on in the parent without waiting for the job
+        running here."""
         self._stopped.add(job_id)
         current = self._current
         job = self._queued.get(job_id)
@@ -385,6 +390,9 @@ class _Jobs:
             self._stopped.update(q.id for q in self._queued.values() if q.operation_id == operation)
         if current is not None and current[0].id in self._stopped:
             current[1].cancel()
+        unstarted = [n for n in self._stopped if n in self._queued and n not in self._answered]
+        self._answered.update(unstarted)
+        return unstarted
 
     async def next(self) -> Job | None:
         """The next job, or None once a stopped one was answered (Finished, stopped)."""
@@ -396,7 +404,10 @@ class _Jobs:
             return job
         self._stopped.discard(job.id)
         self._halted.add(job.operation_id)
-        await send(self._writer, Finished(job.id, stopped=True))
+        if job.id in self._answered:
+            self._answered.discard(job.id)
+        else:
+            await send(self._writer, Finished(job.id, stopped=True))
         return None
 
     def started(self, job: Job, task: asyncio.Task[bool]) -> None:

@@ -9,6 +9,8 @@ asks for one (that chunk runs here meanwhile), and stop with the scheduler.
 
 A helper that dies mid-job is dropped; its chunk goes on here from the row after the
 last one it reported (a row it ran but had not reported runs again, as after a crash).
+A chunk waits in a busy helper only while the helper keeps pace: one held up by a slow
+or stuck row gets no more jobs, and those waiting in it are withdrawn unrun.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
@@ -38,6 +42,9 @@ log = logging.getLogger("bulkops.engine")
 
 START_TIMEOUT = 60.0  # seconds for a helper to import its operations
 STOP_TIMEOUT = 10.0  # seconds for a stopped job to report its last rows
+# Seconds a job may wait in a helper behind the jobs before it; longer, and its rows run
+# in-process instead (a job queued behind a slow or stuck row is withdrawn).
+PATIENCE = 1.0
 CLOSE_TIMEOUT = 5.0  # seconds for a helper to exit once its stdin closes
 MAX_START_FAILURES = 3  # helpers that could not start before the pool gives up
 
@@ -62,8 +69,33 @@ class HelperLost(Exception):
     """The helper process exited, or stopped answering, during a job."""
 
 
+class _Open:
+    """A job submitted to a helper and not finished: its messages as the reader hands them
+    over, and how far its rows went."""
+
+    __slots__ = ("heard", "inbox", "job", "taken", "upto")
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.inbox: asyncio.Queue[Progress | Finished | HelperLost] = asyncio.Queue()
+        self.taken = asyncio.Event()  # a message was taken out of the inbox
+        self.upto = job.chunk.first_row - 1  # rows reported so far
+        self.heard = False  # a message of it came: it started
+
+    @property
+    def remaining(self) -> int:
+        return self.job.chunk.first_row + self.job.chunk.row_count - 1 - self.upto
+
+
 class RowHelper:
-    """One helper process, running one job at a time."""
+    """One helper process, running one job at a time; the jobs sent while one runs wait
+    in the helper and start in the order they were sent.
+
+    One reader task reads every message of the helper and hands it to its job's inbox, so
+    each job's messages are read by its own follower, whatever the jobs before it do. The
+    reader reads a job's next message only once its follower took the one before (and
+    made room for it): a slow recorder slows the helper down rather than fill memory.
+    """
 
     def __init__(self, pool: RowHelpers, process: asyncio.subprocess.Process) -> None:
         self._pool = pool
@@ -74,9 +106,11 @@ class RowHelper:
         self._broken = False
         self._jobs = 0  # jobs given so far: the next one's id
         self._holders = 0  # jobs submitted and not released
-        # Per job submitted and not read to its end: set once it is (the next job's turn).
-        self._unread: dict[int, asyncio.Event] = {}
-        self._incoming: asyncio.Future[Message] | None = None  # a message being read
+        self._open: dict[int, _Open] = {}  # by job id, in the order sent
+        self._reading: asyncio.Task[None] | None = None
+        self._loss: HelperLost | None = None
+        self._heard_at = 0.0  # when it last reported (or was given a job while idle)
+        self._rate: float | None = None  # rows per second of its recent reports
 
     @property
     def pid(self) -> int:
@@ -118,6 +152,7 @@ class RowHelper:
             await helper.close()
             error = ready.error if isinstance(ready, Ready) else type(ready).__name__
             raise HelperLost(f"could not load the operations: {error}")
+        helper._reading = asyncio.create_task(helper._read())
         return helper
 
     async def run(
@@ -131,8 +166,7 @@ class RowHelper:
 
     async def submit(self, job: Job) -> Job:
         """Send ``job`` (with its id) and hold the helper for it until ``release``. A job
-        sent while another runs starts as soon as that one ends; its messages are read
-        (``follow``, ``abandon``) once those of the jobs sent before it were.
+        sent while another runs starts as soon as the jobs before it end.
 
         Raises:
             HelperLost: its pipe is closed.
@@ -140,11 +174,13 @@ class RowHelper:
         self._jobs += 1
         self._holders += 1
         job = replace(job, id=self._jobs)
-        self._unread[job.id] = asyncio.Event()
+        if not self._open:
+            self._heard_at = time.monotonic()  # idle until now: its silence starts here
+        self._open[job.id] = _Open(job)
         try:
             await self._send(job)
         except HelperLost:
-            self._read(job)
+            self._forget(job.id)
             raise
         except asyncio.CancelledError:
             # Cancelled while the pipe was full: the job is in the buffer and will arrive.
@@ -152,7 +188,7 @@ class RowHelper:
             # held for it.
             with contextlib.suppress(ConnectionError, RuntimeError):
                 write(self._writer, Stop(job.id))
-            self._read(job)
+            self._forget(job.id)
             self.release()
             raise
         return job
@@ -165,69 +201,111 @@ class RowHelper:
     ) -> Finished:
         """Read the messages of a submitted job: each progress goes to ``take`` as it
         comes, and the next is read once ``room`` returns. When the caller is cancelled,
-        the job is abandoned.
+        the job is abandoned. A job waiting behind others that would keep it waiting
+        longer than ``PATIENCE`` (a slow or stuck row ahead) is withdrawn: it ends
+        ``stopped`` without having run a row (its rows run in the caller instead).
 
         Raises:
             HelperLost: the helper exited or broke the protocol; what it reported before
                 was taken.
         """
+        entry = self._open.get(job.id)
+        if entry is None:
+            raise self._loss or HelperLost("the job is not open")
         try:
-            await self._turn(job)
-            while not isinstance(message := await self._receive(job.id), Finished):
+            message = await self._first(entry)
+            while not isinstance(message, Finished):
                 take(message)
                 await room()
-            self._read(job)
+                message = await self._next(entry)
+            self._forget(job.id)
             return message
         except asyncio.CancelledError:
             await self.abandon(job, take)
             raise
         except HelperLost:
-            self._read(job)
+            self._forget(job.id)
             raise
         except BaseException:  # the recorder gave up, say: the job must not run on
             self._kill()
-            self._read(job)
+            self._forget(job.id)
             raise
+
+    async def _first(self, entry: _Open) -> Progress | Finished:
+        """The job's first message. While the jobs ahead of it would take longer than
+        ``PATIENCE``, the job is withdrawn: told to stop, which the helper answers at once
+        for a job that has not started (it never will), and as for any stop for one that
+        just did."""
+        while not entry.heard:
+            try:
+                async with asyncio.timeout(PATIENCE / 4):
+                    return await self._next(entry)
+            except TimeoutError:
+                if self._backlog(before=entry.job.id) > PATIENCE:
+                    log.info(
+                        "Row helper %d is held up by a slow row: the rows of chunk %d of "
+                        "operation %s run in-process",
+                        self.pid,
+                        entry.job.chunk.index,
+                        entry.job.operation_id,
+                    )
+                    await self._send(Stop(entry.job.id))
+                    break
+        return await self._next(entry)
+
+    async def _next(self, entry: _Open) -> Progress | Finished:
+        message = await entry.inbox.get()
+        entry.taken.set()
+        if isinstance(message, HelperLost):
+            raise message
+        return message
 
     async def abandon(self, job: Job, take: Callable[[Progress], None]) -> None:
         """Tell the helper to stop a submitted job (or never start it), and take what it
-        reported once the jobs before it were read. A run is stopped once but may be
-        cancelled again while this drains (its lease and recorder both see a cancel): the
-        drain runs to its end regardless."""
+        reported. A run is stopped once but may be cancelled again while this drains (its
+        lease and recorder both see a cancel): the drain runs to its end regardless."""
         stopping = asyncio.ensure_future(self._stop(job, take))
         while not stopping.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(stopping)
 
     async def _stop(self, job: Job, take: Callable[[Progress], None]) -> None:
+        entry = self._open.get(job.id)
+        if entry is None:
+            return
         try:
             await self._send(Stop(job.id))
-            await self._turn(job)  # the jobs before may run on for as long as they take
+            # A job waiting behind others is answered at once; a running one once the row
+            # running is cancelled.
             async with asyncio.timeout(STOP_TIMEOUT):
-                while not isinstance(message := await self._receive(job.id), Finished):
+                while not isinstance(message := await self._next(entry), Finished):
                     take(message)
         except (HelperLost, TimeoutError):
             log.warning("A stopped row helper did not report its last rows; ending it")
             self._kill()
         finally:
-            self._read(job)
-
-    async def _turn(self, job: Job) -> None:
-        """Wait until the messages of the jobs sent before ``job`` were all read."""
-        before = self._unread.get(job.id - 1)
-        if before is not None:
-            await before.wait()
-
-    def _read(self, job: Job) -> None:
-        """Every message of ``job`` was read (or never will be): the next job's turn."""
-        unread = self._unread.pop(job.id, None)
-        if unread is not None:
-            unread.set()
+            self._forget(job.id)
 
     @property
     def jobs(self) -> int:
         """How many jobs it holds: the one it runs and those waiting behind it."""
         return self._holders
+
+    def backlog(self) -> float:
+        """Seconds a job sent now would wait before it starts, estimated from the rows of
+        the jobs it holds and the pace of its reports; infinite when it ran a job without
+        a word for ``PATIENCE`` (a slow or stuck row)."""
+        return self._backlog(before=None)
+
+    def _backlog(self, *, before: int | None) -> float:
+        ahead = [e for e in self._open.values() if before is None or e.job.id < before]
+        if not ahead:
+            return 0.0
+        if time.monotonic() - self._heard_at > PATIENCE:
+            return math.inf
+        if self._rate is None:
+            return 0.0  # started it a moment ago: no pace yet
+        return sum(entry.remaining for entry in ahead) / self._rate
 
     def release(self) -> None:
         """A job submitted here ended: once none is left, hand the helper back to its pool
@@ -247,33 +325,66 @@ class RowHelper:
         except TimeoutError:
             self._process.kill()
             await self._process.wait()
+        if self._reading is not None:  # it may wait for room in a job nobody follows
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reading
 
     async def _send(self, message: Message) -> None:
+        if self._loss is not None:
+            raise self._loss
         try:
             await send(self._writer, message)
         except (ConnectionError, RuntimeError) as exc:
             raise self._lost(f"its pipe closed: {exc}") from None
 
-    async def _receive(self, job: int) -> Progress | Finished:
-        """The next message of ``job`` (those of a job stopped earlier are passed over).
-        A message is read by a task of its own, which a cancelled caller leaves running
-        for the next call: a message is never cut in two."""
-        while True:
-            if self._incoming is None:
-                self._incoming = asyncio.ensure_future(receive(self._reader))
-            try:
-                message = await asyncio.shield(self._incoming)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                raise self._lost("it exited") from None
-            except Exception as exc:
-                raise self._lost(f"unreadable message: {exc}") from None
-            finally:
-                if self._incoming.done():
-                    self._incoming = None
-            if not isinstance(message, Progress | Finished):
-                raise self._lost(f"unexpected {type(message).__name__}")
-            if message.job == job:
-                return message
+    async def _read(self) -> None:
+        """Hand every message to its job's inbox (those of jobs no longer open are passed
+        over), until the helper exits; then every open job hears that it was lost."""
+        try:
+            while True:
+                message = await receive(self._reader)
+                if not isinstance(message, Progress | Finished):
+                    raise ValueError(f"unexpected {type(message).__name__}")
+                self._heard(message)
+                entry = self._open.get(message.job)
+                if entry is None:
+                    continue
+                entry.heard = True
+                entry.inbox.put_nowait(message)
+                while entry.inbox.qsize() > 1 and self._open.get(message.job) is entry:
+                    entry.taken.clear()
+                    await entry.taken.wait()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            loss = self._lost("it exited")
+        except Exception as exc:
+            loss = self._lost(f"unreadable message: {exc}")
+        self._loss = loss
+        for entry in self._open.values():
+            entry.inbox.put_nowait(loss)
+
+    def _heard(self, message: Progress | Finished) -> None:
+        """Note the helper's pace from a report. The end of a job that never started (a
+        withdrawn one) says nothing of it: the job running may still be stuck."""
+        now = time.monotonic()
+        entry = self._open.get(message.job)
+        if isinstance(message, Finished):
+            if entry is None or message.job == next(iter(self._open)):
+                self._heard_at = now
+            return
+        if entry is not None:
+            rows, seconds = message.upto - entry.upto, now - self._heard_at
+            entry.upto = message.upto
+            if rows > 0 and seconds > 0:
+                rate = rows / seconds
+                self._rate = rate if self._rate is None else (self._rate + rate) / 2
+        self._heard_at = now
+
+    def _forget(self, job_id: int) -> None:
+        """Its messages are all read (or never will be)."""
+        entry = self._open.pop(job_id, None)
+        if entry is not None:
+            entry.taken.set()  # a reader waiting for room goes on
 
     def _kill(self) -> None:
         self._broken = True
@@ -311,9 +422,10 @@ class RowHelpers:
         return [helper.pid for helper in self._all if helper.alive]
 
     def take(self) -> RowHelper | None:
-        """A helper for one job: an idle one, else the busy one holding the fewest jobs
-        (the new job starts there the moment those end). None while none is up yet (one
-        more is started in the background when there is room for it).
+        """A helper for one job: an idle one, else the busy one that will be free first
+        (the new job starts there the moment the jobs it holds end), if that is within
+        ``PATIENCE``. None while none is up yet (one more is started in the background
+        when there is room for it), or while every helper is held up by slow rows.
 
         Queueing behind a busy helper beats running the rows in-process beside it: over
         20 operations of 20,000 rows at once, with one job at most waiting and the rest
@@ -327,8 +439,11 @@ class RowHelpers:
                 return helper
             self._drop(helper)  # it died while idle: end and reap it
         self._start_one()
-        busy = [helper for helper in self._all if helper.alive]
-        return min(busy, key=lambda helper: helper.jobs, default=None)
+        waits = [(helper.backlog(), helper.jobs, helper) for helper in self._all if helper.alive]
+        if not waits:
+            return None
+        wait, _, helper = min(waits, key=lambda each: each[:2])
+        return helper if wait <= PATIENCE else None
 
     def warm(self) -> None:
         """Start the helpers in the background, ahead of their first job."""
