@@ -274,7 +274,8 @@ class RowHelper:
         if entry is None:
             return
         try:
-            await self._send(Stop(job.id))
+            with contextlib.suppress(HelperLost):  # lost: what it reported is still taken
+                await self._send(Stop(job.id))
             # A job waiting behind others is answered at once; a running one once the row
             # running is cancelled.
             async with asyncio.timeout(STOP_TIMEOUT):
