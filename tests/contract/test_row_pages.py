@@ -17,6 +17,7 @@ from bulkops.storage.sql.rows import others_select, page_select, row_conditions
 from bulkops.storage.sql.schema import row_records
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
+from tests.contract.test_chunk_store import FRESH, NOW, chunks_of, split_operation
 
 
 async def operation_with_rows(
@@ -294,3 +295,43 @@ async def test_a_save_refused_by_its_fence_lists_no_step(
 
     found = await stores.rows.page(RowQuery(op.id, step_name="ship"))
     assert [r.row_number for r in found.items] == [1]
+
+
+async def test_pages_of_a_running_split_operation_count_every_row_stored(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    """The count of a split operation's rows, kept for its Done chunks at the start, stays
+    right as chunks end in any order and rows are stored in chunks not Done."""
+    op = await split_operation(stores, make_operation, parts=4)  # rows 1-40, 10 a chunk
+    chunks = chunks_of(stores)
+    stored: set[int] = set()
+
+    async def store(*numbers: int) -> None:
+        await stores.rows.save(
+            op.id, [make_row(op.id, n) for n in numbers], ProgressDelta(len(numbers), 0, 0)
+        )
+        stored.update(numbers)
+
+    async def end(index: int) -> None:
+        claimed = await chunks.claim_chunk(["import-users"], f"w{index}", NOW, FRESH)
+        assert claimed is not None and claimed.index == index
+        assert await chunks.end_chunk(op.id, index, f"w{index}", done=True) is not None
+
+    async def check() -> None:
+        for query in (RowQuery(op.id, page_size=7), RowQuery(op.id, page=3, page_size=7)):
+            page = await stores.rows.page(query)
+            assert page.total_count == len(stored)
+            wanted = sorted(stored)[(query.page - 1) * 7 :][:7]
+            assert [row.row_number for row in page.items] == wanted
+
+    await store(*range(1, 11), 15, 16)
+    await check()
+    await end(0)  # chunk 0 ends: rows 1-10 counted once and kept
+    await check()
+    await store(17, 25, 31, 32)
+    await check()
+    await store(*range(11, 15), *range(18, 21))
+    await end(1)  # the prefix grows to row 20
+    await check()
+    await store(40)
+    await check()

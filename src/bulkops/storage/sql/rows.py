@@ -27,8 +27,14 @@ from bulkops.storage.records import (
 from bulkops.storage.sql import postgres, sqlite
 from bulkops.storage.sql.base import SqlBase
 from bulkops.storage.sql.bulk import SplitRows, completed_step_names, split_plain_runs
-from bulkops.storage.sql.schema import completed_steps, not_completed, operations, row_records
-from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.sql.schema import (
+    chunks,
+    completed_steps,
+    not_completed,
+    operations,
+    row_records,
+)
+from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 # Row counts of finished operations, by (operation id, version): their rows change only
 # through a retry, which moves the version on. Kept per process, bounded.
@@ -47,6 +53,8 @@ def row_from_mapping(row: RowMapping) -> RowRecord:
 
 
 _finished_counts: dict[tuple[UUID, int], tuple[int, bool]] = {}
+# Per split operation: (last row of its Done chunks counted, row records up to it).
+_prefix_counts: dict[UUID, tuple[int, int]] = {}
 
 
 def in_states(states: Collection[RowState]) -> builtins.list[ColumnElement[bool]]:
@@ -197,6 +205,8 @@ class RowMethods(SqlBase):
                 total, items = complement
             elif dense is not None:
                 total, items = dense[0], page_select(query, gapless=dense[1])
+            elif not query.filtered and (split := await self._split_count(conn, query)):
+                total, items = split, page_select(query)
             else:
                 total = (await conn.execute(count)).scalar_one()
                 sort = others_only and await self._few_others(conn, query.operation_id)
@@ -273,6 +283,45 @@ class RowMethods(SqlBase):
             .limit(query.page_size + 1)
         )
         return dense[0] - len(skipped), items
+
+    async def _split_count(self, conn: AsyncConnection, query: RowQuery) -> int | None:
+        """The row records of an operation split in chunks, or None when it is not.
+
+        Rows of the Done chunks at the start of the operation never change in number (a
+        Done chunk holds every row of its range it will ever hold; retries update rows,
+        never add them): they are counted once, as the prefix of Done chunks grows, and
+        kept. Only the rows after it are counted at each call: those of the chunks being
+        processed, instead of the whole operation (80 ms at a million rows, every time
+        the dashboard of a running operation polls its rows).
+        """
+        c = chunks.c
+        ranges = await conn.execute(
+            select(c.first_row, c.row_count, c.state)
+            .where(c.operation_id == query.operation_id)
+            .order_by(c.chunk_index)
+        )
+        found = ranges.all()
+        if not found:
+            return None
+        prefix = 0  # the last row of the Done chunks at the start
+        for first, size, state in found:
+            if ChunkState(state) is not ChunkState.DONE or first != prefix + 1:
+                break
+            prefix = first + size - 1
+        r = row_records.c
+        upto, below = _prefix_counts.get(query.operation_id, (0, 0))
+        if prefix > upto:
+            counted = select(func.count()).where(
+                r.operation_id == query.operation_id, r.row_number.between(upto + 1, prefix)
+            )
+            upto, below = prefix, below + int((await conn.execute(counted)).scalar_one())
+            if len(_prefix_counts) >= _FINISHED_COUNTS_KEPT:
+                _prefix_counts.pop(next(iter(_prefix_counts)))
+            _prefix_counts[query.operation_id] = (upto, below)
+        after = select(func.count()).where(
+            r.operation_id == query.operation_id, r.row_number > upto
+        )
+        return below + int((await conn.execute(after)).scalar_one())
 
     async def _finished_count(
         self, conn: AsyncConnection, query: RowQuery
