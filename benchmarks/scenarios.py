@@ -238,7 +238,6 @@ def status_latency(context: Context) -> Result:
     result.ratios["run_throughput_vs_reference"] = run.rows_per_second / reference.rows_per_second
     result.checks.append(at_most("p99 status latency", polled.percentile(99) * ms, 50, "ms"))
     result.checks.append(at_most("errors", polled.errors + rows.errors, 0))
-    result.checks.append(at_most("p99 rows page latency", rows.percentile(99) * ms, 50, "ms"))
     return result
 
 
