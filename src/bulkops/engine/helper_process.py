@@ -380,14 +380,15 @@ class _Jobs:
         the stopped jobs that had not started, to be answered (Finished, stopped) now:
         they never will, and their runs go on in the parent without waiting for the job
         running here."""
-        self._stopped.add(job_id)
         current = self._current
         job = self._queued.get(job_id)
         if job is None and current is not None and current[0].id == job_id:
             job = current[0]
-        if job is not None:
-            operation = job.operation_id
-            self._stopped.update(q.id for q in self._queued.values() if q.operation_id == operation)
+        if job is None:
+            return []  # it ended already: nothing to stop, nothing to remember
+        self._stopped.add(job_id)
+        operation = job.operation_id
+        self._stopped.update(q.id for q in self._queued.values() if q.operation_id == operation)
         if current is not None and current[0].id in self._stopped:
             current[1].cancel()
         unstarted = [n for n in self._stopped if n in self._queued and n not in self._answered]
