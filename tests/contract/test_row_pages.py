@@ -12,8 +12,8 @@ from sqlalchemy import Select, func, select, text
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import Fence, OperationRecord, ProgressDelta, RowQuery, RowRecord
-from bulkops.storage.sql import rows as sql_rows
-from bulkops.storage.sql.rows import others_select, page_select, row_conditions
+from bulkops.storage.sql import pages as sql_pages
+from bulkops.storage.sql.pages import others_select, page_select, row_conditions
 from bulkops.storage.sql.schema import row_records
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
@@ -235,7 +235,7 @@ async def test_step_filters_find_the_rows_whose_current_step_has_that_name(
     one, whose Completed rows are at one step (all but the failed ones and ``nowhere``
     read as every Completed row or as none) or at two (``process`` and ``ship`` mix);
     and as they read when the others are too many to skip or sort (``few`` 2)."""
-    monkeypatch.setattr(sql_rows, "_FEW_OTHERS", few)
+    monkeypatch.setattr(sql_pages, "_FEW_OTHERS", few)
     op = make_operation(status=OperationStatus.RUNNING)
     await stores.operations.add(op)
     rows = _step_rows(make_row, op, row_20)

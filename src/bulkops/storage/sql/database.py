@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -29,6 +29,7 @@ from sqlalchemy.exc import (
     StatementError,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
 
 from bulkops.errors import StorageError, StorageUnavailable
 from bulkops.storage.sql.bulk import POSTGRES_STAGING
@@ -236,6 +237,7 @@ class _SqliteThread:
         self._begin = "BEGIN IMMEDIATE" if write else "BEGIN"
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bulkops-sqlite")
         self._connection: sqlite3.Connection | None = None
+        self._engine: Engine | None = None  # over the same connection, for Core statements
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
@@ -285,7 +287,23 @@ class _SqliteThread:
 
         return self._transaction(each)
 
+    def _core(self, work: Callable[[Connection], T]) -> T:
+        """``work`` on a SQLAlchemy connection over this thread's sqlite3 connection, in
+        one transaction (begun by the hooks of ``configure_sqlite``)."""
+        if self._engine is None:
+            self._engine = create_engine("sqlite://", creator=self._connect, poolclass=StaticPool)
+            configure_sqlite(self._engine, self._busy_timeout_ms)
+        with self._engine.connect() as connection, connection.begin():
+            return work(connection)
+
+    async def run_core(self, work: Callable[[Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._core, work)
+
     def _close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
         if self._connection is not None:
             self._connection.close()
             self._connection = None
@@ -378,10 +396,13 @@ class Database:
     ) -> None:
         self._engine = engine
         self._closed = False
-        self._writer = self._reader = None
+        self._writer = self._reader = self._pager = None
         if sqlite_path:
             self._writer = _SqliteThread(sqlite_path, write=True, busy_timeout_ms=busy_timeout_ms)
             self._reader = _SqliteThread(sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms)
+            # Pages (several statements a hop) read on a thread of their own, so that the
+            # one-statement reads (a status) never queue behind them.
+            self._pager = _SqliteThread(sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms)
         # SQLite lets one connection write at a time and makes the others sleep in its busy
         # handler (backing off up to 100 ms). Writers of this process queue here instead;
         # the busy timeout is left for other processes.
@@ -434,6 +455,21 @@ class Database:
             raise StorageError("the database is closed")
         try:
             return await self._reader.run(work)
+        except DRIVER_ERRORS as exc:
+            raise storage_error("database read", exc) from exc
+
+    async def read_core(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` (SQLAlchemy Core on a synchronous connection) in one read
+        transaction: on SQLite in one hop to the reader thread, whatever number of
+        statements it runs (each statement of ``read()`` waits for a turn of the event
+        loop); on PostgreSQL through the async connection."""
+        if self._closed:
+            raise StorageError("the database is closed")
+        if self._pager is None:
+            async with self.read() as connection:
+                return await connection.run_sync(work)
+        try:
+            return await self._pager.run_core(work)
         except DRIVER_ERRORS as exc:
             raise storage_error("database read", exc) from exc
 
@@ -502,7 +538,7 @@ class Database:
             return
         self._closed = True
         try:
-            for thread in (self._writer, self._reader):
+            for thread in (self._writer, self._reader, self._pager):
                 if thread is not None:
                     await thread.close()
             await self._engine.dispose()

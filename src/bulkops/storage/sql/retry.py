@@ -23,7 +23,7 @@ from bulkops.storage.sql.bulk import POSTGRES_UPSERT, SQLITE_UPSERT, encode_rows
 from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.operations import operation_from_row
-from bulkops.storage.sql.rows import check_paging, in_states, row_from_mapping
+from bulkops.storage.sql.pages import check_paging, in_states, row_from_mapping
 from bulkops.storage.sql.schema import operations, retry_history, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
