@@ -94,8 +94,7 @@ class SqlEventStore:
             stmt = stmt.order_by(seq.desc()).limit(limit)
         else:
             stmt = stmt.where(seq > after).order_by(seq).limit(limit)
-        async with self._db.read() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
+        rows = await self._db.read_core(lambda conn: conn.execute(stmt).mappings().all())
         found = [_event_from_row(row) for row in rows]
         if after is None:
             found.reverse()

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ColumnElement, Connection, RowMapping, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
@@ -149,9 +149,11 @@ class RetryMethods(SqlBase):
             .limit(page_size)
             .offset((page - 1) * page_size)
         )
-        async with self._db.read() as conn:
-            total = (await conn.execute(count)).scalar_one()
-            found = (await conn.execute(items)).mappings().all()
+
+        def read(conn: Connection) -> tuple[int, Sequence[RowMapping]]:
+            return conn.execute(count).scalar_one(), conn.execute(items).mappings().all()
+
+        total, found = await self._db.read_core(read)  # one hop on SQLite
         entries = [
             RetrySnapshot(
                 operation_id=row["operation_id"],
