@@ -300,8 +300,9 @@ async def test_a_save_refused_by_its_fence_lists_no_step(
 async def test_pages_of_a_running_split_operation_count_every_row_stored(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
-    """The count of a split operation's rows, kept for its Done chunks at the start, stays
-    right as chunks end in any order and rows are stored in chunks not Done."""
+    """The count of a split operation's rows, kept for its Done chunks at the start, and its
+    pages (by row number where those chunks hold every row) stay right as chunks end and
+    rows are stored in chunks not Done."""
     op = await split_operation(stores, make_operation, parts=4)  # rows 1-40, 10 a chunk
     chunks = chunks_of(stores)
     stored: set[int] = set()
@@ -318,11 +319,12 @@ async def test_pages_of_a_running_split_operation_count_every_row_stored(
         assert await chunks.end_chunk(op.id, index, f"w{index}", done=True) is not None
 
     async def check() -> None:
-        for query in (RowQuery(op.id, page_size=7), RowQuery(op.id, page=3, page_size=7)):
-            page = await stores.rows.page(query)
+        for number in range(1, 8):  # pages before, across and after the Done chunks
+            page = await stores.rows.page(RowQuery(op.id, page=number, page_size=7))
             assert page.total_count == len(stored)
-            wanted = sorted(stored)[(query.page - 1) * 7 :][:7]
-            assert [row.row_number for row in page.items] == wanted
+            wanted = sorted(stored)[(number - 1) * 7 :][:7]
+            assert [row.row_number for row in page.items] == wanted, number
+            assert page.has_next_page is (number * 7 < len(stored))
 
     await store(*range(1, 11), 15, 16)
     await check()

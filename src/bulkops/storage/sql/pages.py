@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from bisect import bisect_right
 from collections.abc import Collection
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -153,8 +153,8 @@ def read_page(conn: Connection, query: RowQuery) -> Page[RowRecord]:
         total, items = complement
     elif dense is not None:
         total, items = dense[0], page_select(query, gapless=dense[1])
-    elif not query.filtered and (split := _split_count(conn, query)):
-        total, items = split, page_select(query)
+    elif not query.filtered and (split := _split_count(conn, query)) is not None:
+        total, items = split.total, split.page(query)
     else:
         total = conn.execute(count).scalar_one()
         sort = others_only and _few_others(conn, query.operation_id)
@@ -234,7 +234,32 @@ def _all_but_few(
     return dense[0] - len(skipped), items
 
 
-def _split_count(conn: Connection, query: RowQuery) -> int | None:
+@dataclass(frozen=True, slots=True)
+class _SplitCount:
+    """The rows of a split operation: ``below`` of them up to row ``upto`` (the end of the
+    Done chunks at its start), ``total`` in all."""
+
+    total: int
+    upto: int
+    below: int
+
+    def page(self, query: RowQuery) -> Select[Any]:
+        """The rows of an unfiltered page. Where the rows up to ``upto`` are numbered
+        without gaps, a page starting among them starts at its row number, and one after
+        them skips only the rows after ``upto``: no OFFSET over the rows before."""
+        if self.below != self.upto or query.after is not None:
+            return page_select(query)
+        r = row_records.c
+        offset = (query.page - 1) * query.page_size
+        items = select(row_records).where(*row_conditions(query)).order_by(r.row_number)
+        if offset <= self.upto:
+            items = items.where(r.row_number > offset)
+        else:
+            items = items.where(r.row_number > self.upto).offset(offset - self.upto)
+        return items.limit(query.page_size + 1)
+
+
+def _split_count(conn: Connection, query: RowQuery) -> _SplitCount | None:
     """The row records of an operation split in chunks, or None when it is not.
 
     Rows of the Done chunks at the start of the operation never change in number (a
@@ -269,7 +294,7 @@ def _split_count(conn: Connection, query: RowQuery) -> int | None:
             _prefix_counts.pop(next(iter(_prefix_counts)))
         _prefix_counts[query.operation_id] = (upto, below)
     after = select(func.count()).where(r.operation_id == query.operation_id, r.row_number > upto)
-    return below + int((conn.execute(after)).scalar_one())
+    return _SplitCount(below + int(conn.execute(after).scalar_one()), upto, below)
 
 
 def _finished_count(conn: Connection, query: RowQuery) -> tuple[int, bool] | None:
