@@ -337,3 +337,12 @@ async def test_pages_of_a_running_split_operation_count_every_row_stored(
     await check()
     await store(40)
     await check()
+
+    await store(*range(21, 40))  # every row: the operation completes, numbered without gaps
+    await end(2)
+    await end(3)
+    current = await stores.operations.get(op.id)
+    assert current is not None
+    counts = await stores.operations.counts(op.id)
+    assert await stores.operations.apply(lifecycle.finish(current, counts, BASE_TIME))
+    await check()

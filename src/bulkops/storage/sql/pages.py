@@ -308,11 +308,18 @@ def _finished_count(conn: Connection, query: RowQuery) -> tuple[int, bool] | Non
     key = (query.operation_id, int(found[1]))
     kept = _finished_counts.get(key)
     if kept is None:
+        # A split operation's rows are counted from its Done chunks (kept while it ran,
+        # when its pages were read); the highest row number is one step of the index.
         r = row_records.c
-        stmt = select(func.count(), func.max(r.row_number)).where(
-            r.operation_id == query.operation_id
-        )
-        total, highest = (conn.execute(stmt)).one()
+        mine = r.operation_id == query.operation_id
+        split = _split_count(conn, query)
+        if split is None:
+            total, highest = conn.execute(
+                select(func.count(), func.max(r.row_number)).where(mine)
+            ).one()
+        else:
+            total = split.total
+            highest = conn.execute(select(func.max(r.row_number)).where(mine)).scalar_one()
         kept = (int(total), int(total) == int(highest or 0))
         if len(_finished_counts) >= _FINISHED_COUNTS_KEPT:
             _finished_counts.pop(next(iter(_finished_counts)))
