@@ -7,6 +7,7 @@ import asyncio
 import math
 import os
 import signal
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 import bulkops as bo
+from bulkops.engine import row_helpers
 from bulkops.engine.helper_messages import Job, Progress
 from bulkops.engine.row_helpers import RowHelper, RowHelpers
 from bulkops.storage.records import ChunkRecord
@@ -510,6 +512,31 @@ async def test_a_job_waiting_behind_a_stuck_one_is_withdrawn_unrun(
     assert (finished.stopped, finished.failure) == (False, None)
     assert [n for n, _ in processed(log)] == list(range(1, 101))
     assert processed(other_log) == []  # never started later either
+
+
+async def test_a_helper_whose_jobs_ended_is_free_before_their_ends_are_read(
+    helper: RowHelper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job whose Finished came but was not read yet (its run busy elsewhere) holds
+    nothing up: the idle helper takes the next job at once, however long that lasts."""
+    monkeypatch.setattr(row_helpers, "PATIENCE", 0.05)
+    rows = tmp_path / "rows.csv"
+    rows.write_text(rows_csv())
+    done = await helper.submit(job_of(rows, 10, log=str(tmp_path / "log")))
+    entry = helper._open[done.id]
+    busy = asyncio.Event()  # its run is busy elsewhere after taking its rows
+
+    async def held() -> None:
+        await busy.wait()
+
+    following = asyncio.create_task(helper.follow(done, lambda _: None, held))
+    await wait_until(lambda: _true(entry.finished), what="its end reported")
+    quiet_from = time.monotonic()
+    await wait_until(lambda: _true(time.monotonic() - quiet_from > 0.3), what="a quiet while")
+
+    assert helper.backlog() == 0.0
+    busy.set()
+    assert (await following).stopped is False
 
 
 async def test_a_job_sent_ahead_never_starts_after_a_stopped_one(

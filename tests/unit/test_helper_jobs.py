@@ -50,3 +50,19 @@ async def test_a_stop_for_a_job_that_ended_is_forgotten() -> None:
 
     assert jobs.stop(1) == [] and jobs.stop(99) == []
     assert not jobs._stopped  # nothing left behind for jobs that will never come
+
+
+async def test_a_withdrawal_ends_only_a_job_that_has_not_started() -> None:
+    jobs = _Jobs(cast(Any, None))
+    a = uuid4()
+    for each in (job(1, a), job(2, uuid4()), job(3, a)):
+        jobs.add(each)
+    running = await jobs.next()
+    assert running is not None
+    task = asyncio.get_running_loop().create_future()
+    jobs.started(running, cast(Any, task))
+
+    assert jobs.stop(1, withdraw=True) == []  # running: it goes on
+    assert not task.cancelled()
+    assert jobs.stop(2, withdraw=True) == [2]  # queued: withdrawn, answered at once
+    assert (await jobs.next(), await jobs.next()) == (None, job(3, a))  # 2 never starts

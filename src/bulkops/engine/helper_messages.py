@@ -66,9 +66,13 @@ class Stop:
     run's would be. The jobs of the same operation queued behind it never start either:
     they were sent ahead to follow it, and its stop (a cancel, a shutdown) is theirs until
     their own runs say otherwise. A job stopped before it started is answered at once
-    (``Finished``, stopped), not when its turn would have come."""
+    (``Finished``, stopped), not when its turn would have come.
+
+    ``withdraw``: only if it has not started (the parent would rather run it itself than
+    wait); a job already running goes on as if nothing was said."""
 
     job: int
+    withdraw: bool = False
 
 
 @dataclass(slots=True)

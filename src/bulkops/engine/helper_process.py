@@ -338,7 +338,7 @@ async def serve(out: BinaryIO) -> None:
             if isinstance(message, Job):
                 jobs.add(message)
             elif isinstance(message, Stop):
-                for job_id in jobs.stop(message.job):  # those that never start: now
+                for job_id in jobs.stop(message.job, withdraw=message.withdraw):
                     await send(writer, Finished(job_id, stopped=True))
 
     listener = asyncio.create_task(listen())
@@ -375,17 +375,17 @@ class _Jobs:
         self._queued[job.id] = job
         self._queue.put_nowait(job)
 
-    def stop(self, job_id: int) -> list[int]:
-        """Stop a job; the jobs of its operation queued to follow it go with it. Returns
-        the stopped jobs that had not started, to be answered (Finished, stopped) now:
-        they never will, and their runs go on in the parent without waiting for the job
-        running here."""
+    def stop(self, job_id: int, *, withdraw: bool = False) -> list[int]:
+        """Stop a job (``withdraw``: only one that has not started); the jobs of its
+        operation queued to follow it go with it. Returns the stopped jobs that had not
+        started, to be answered (Finished, stopped) now: they never will, and their runs
+        go on in the parent without waiting for the job running here."""
         current = self._current
         job = self._queued.get(job_id)
-        if job is None and current is not None and current[0].id == job_id:
+        if job is None and current is not None and current[0].id == job_id and not withdraw:
             job = current[0]
         if job is None:
-            return []  # it ended already: nothing to stop, nothing to remember
+            return []  # ended already, or running and only withdrawn: nothing to do
         self._stopped.add(job_id)
         operation = job.operation_id
         self._stopped.update(q.id for q in self._queued.values() if q.operation_id == operation)

@@ -73,14 +73,15 @@ class _Open:
     """A job submitted to a helper and not finished: its messages as the reader hands them
     over, and how far its rows went."""
 
-    __slots__ = ("heard", "inbox", "job", "taken", "upto")
+    __slots__ = ("finished", "heard", "inbox", "job", "taken", "upto")
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.inbox: asyncio.Queue[Progress | Finished | HelperLost] = asyncio.Queue()
         self.taken = asyncio.Event()  # a message was taken out of the inbox
         self.upto = job.chunk.first_row - 1  # rows reported so far
-        self.heard = False  # a message of it came: it started
+        self.heard = False  # a message of it came: it started (or was answered)
+        self.finished = False  # its Finished came (its follower may not have read it yet)
 
     @property
     def remaining(self) -> int:
@@ -111,6 +112,7 @@ class RowHelper:
         self._loss: HelperLost | None = None
         self._heard_at = 0.0  # when it last reported (or was given a job while idle)
         self._rate: float | None = None  # rows per second of its recent reports
+        self._room_wait = False  # the reader waits for a follower to take a message
 
     @property
     def pid(self) -> int:
@@ -174,7 +176,7 @@ class RowHelper:
         self._jobs += 1
         self._holders += 1
         job = replace(job, id=self._jobs)
-        if not self._open:
+        if all(entry.finished for entry in self._open.values()):
             self._heard_at = time.monotonic()  # idle until now: its silence starts here
         self._open[job.id] = _Open(job)
         try:
@@ -241,7 +243,7 @@ class RowHelper:
                 async with asyncio.timeout(PATIENCE / 4):
                     return await self._next(entry)
             except TimeoutError:
-                if self._backlog(before=entry.job.id) > PATIENCE:
+                if not entry.heard and self._backlog(before=entry.job.id) > PATIENCE:
                     log.info(
                         "Row helper %d is held up by a slow row: the rows of chunk %d of "
                         "operation %s run in-process",
@@ -249,7 +251,9 @@ class RowHelper:
                         entry.job.chunk.index,
                         entry.job.operation_id,
                     )
-                    await self._send(Stop(entry.job.id))
+                    # Withdrawn only if it has not started: one that just did runs on.
+                    with contextlib.suppress(HelperLost):  # lost: its inbox says so
+                        await self._send(Stop(entry.job.id, withdraw=True))
                     break
         return await self._next(entry)
 
@@ -277,10 +281,19 @@ class RowHelper:
             with contextlib.suppress(HelperLost):  # lost: what it reported is still taken
                 await self._send(Stop(job.id))
             # A job waiting behind others is answered at once; a running one once the row
-            # running is cancelled.
-            async with asyncio.timeout(STOP_TIMEOUT):
-                while not isinstance(message := await self._next(entry), Finished):
-                    take(message)
+            # running is cancelled. Given up after STOP_TIMEOUT of silence (not counting
+            # the time the reader waits for another job's follower to take a message).
+            while True:
+                try:
+                    async with asyncio.timeout(1.0):
+                        message = await self._next(entry)
+                except TimeoutError:
+                    if self._quiet() > STOP_TIMEOUT:
+                        raise
+                    continue
+                if isinstance(message, Finished):
+                    break
+                take(message)
         except (HelperLost, TimeoutError):
             log.warning("A stopped row helper did not report its last rows; ending it")
             self._kill()
@@ -299,14 +312,24 @@ class RowHelper:
         return self._backlog(before=None)
 
     def _backlog(self, *, before: int | None) -> float:
-        ahead = [e for e in self._open.values() if before is None or e.job.id < before]
+        ahead = [
+            entry
+            for entry in self._open.values()
+            if not entry.finished and (before is None or entry.job.id < before)
+        ]
         if not ahead:
             return 0.0
-        if time.monotonic() - self._heard_at > PATIENCE:
+        # Reports come every report interval at least while rows finish.
+        patience = max(PATIENCE, *(2 * entry.job.report_interval for entry in ahead))
+        if self._quiet() > patience:
             return math.inf
         if self._rate is None:
             return 0.0  # started it a moment ago: no pace yet
         return sum(entry.remaining for entry in ahead) / self._rate
+
+    def _quiet(self) -> float:
+        """Seconds the helper said nothing while the reader was ready to listen."""
+        return 0.0 if self._room_wait else time.monotonic() - self._heard_at
 
     def release(self) -> None:
         """A job submitted here ended: once none is left, hand the helper back to its pool
@@ -330,6 +353,10 @@ class RowHelper:
             self._reading.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reading
+        if self._loss is None:  # the followers of jobs still open hear of it
+            self._loss = HelperLost("closed")
+            for entry in self._open.values():
+                entry.inbox.put_nowait(self._loss)
 
     async def _send(self, message: Message) -> None:
         if self._loss is not None:
@@ -353,9 +380,13 @@ class RowHelper:
                     continue
                 entry.heard = True
                 entry.inbox.put_nowait(message)
-                while entry.inbox.qsize() > 1 and self._open.get(message.job) is entry:
-                    entry.taken.clear()
-                    await entry.taken.wait()
+                if entry.inbox.qsize() > 1:
+                    self._room_wait = True
+                    while entry.inbox.qsize() > 1 and self._open.get(message.job) is entry:
+                        entry.taken.clear()
+                        await entry.taken.wait()
+                    self._room_wait = False
+                    self._heard_at = time.monotonic()  # listening again: silence from now
         except (asyncio.IncompleteReadError, ConnectionError):
             loss = self._lost("it exited")
         except Exception as exc:
@@ -370,14 +401,17 @@ class RowHelper:
         now = time.monotonic()
         entry = self._open.get(message.job)
         if isinstance(message, Finished):
-            if entry is None or message.job == next(iter(self._open)):
+            head = next((each for each in self._open.values() if not each.finished), None)
+            if entry is None or entry is head:
                 self._heard_at = now
+            if entry is not None:
+                entry.finished = True
             return
         if entry is not None:
-            rows, seconds = message.upto - entry.upto, now - self._heard_at
+            rows = message.upto - entry.upto
             entry.upto = message.upto
-            if rows > 0 and seconds > 0:
-                rate = rows / seconds
+            if rows > 0 and message.seconds > 0:  # the rows' own time, in the helper
+                rate = rows / message.seconds
                 self._rate = rate if self._rate is None else (self._rate + rate) / 2
         self._heard_at = now
 

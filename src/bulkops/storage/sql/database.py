@@ -248,6 +248,8 @@ class _SqliteThread:
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         connection = self._connect()
+        if connection.in_transaction:  # left open by a failure to end one: start afresh
+            connection.execute("ROLLBACK")
         connection.execute(self._begin)
         try:
             result = work(connection)

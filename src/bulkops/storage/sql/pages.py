@@ -9,10 +9,11 @@ async connection's ``run_sync``.
 from __future__ import annotations
 
 import builtins
+import threading
 from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from sqlalchemy import ColumnElement, Connection, RowMapping, Select, func, select
@@ -30,6 +31,8 @@ from bulkops.storage.states import ChunkState, OperationStatus, RowState
 # Row counts of finished operations, by (operation id, version): their rows change only
 # through a retry, which moves the version on. Kept per process, bounded.
 _FINISHED_COUNTS_KEPT = 256
+K = TypeVar("K")
+V = TypeVar("V")
 _SETTLED = frozenset({OperationStatus.COMPLETED, OperationStatus.COMPLETED_WITH_ERRORS})
 # A page of Completed rows skips the others by their row numbers when there are at most
 # this many (read from the state index: a few milliseconds).
@@ -43,9 +46,30 @@ def row_from_mapping(row: RowMapping) -> RowRecord:
     return RowRecord(**values, steps=[StepState.from_json(step) for step in steps] if steps else [])
 
 
-_finished_counts: dict[tuple[UUID, int], tuple[int, bool]] = {}
+class _Kept(Generic[K, V]):
+    """A bounded map shared by the reader threads of every database of the process (the
+    oldest entry goes first)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: dict[K, V] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            if len(self._items) >= self._size:
+                self._items.pop(next(iter(self._items)))
+            self._items[key] = value
+
+
+_finished_counts: _Kept[tuple[UUID, int], tuple[int, bool]] = _Kept(_FINISHED_COUNTS_KEPT)
 # Per split operation: (last row of its Done chunks counted, row records up to it).
-_prefix_counts: dict[UUID, tuple[int, int]] = {}
+_prefix_counts: _Kept[UUID, tuple[int, int]] = _Kept(_FINISHED_COUNTS_KEPT)
 
 
 def in_states(states: Collection[RowState]) -> builtins.list[ColumnElement[bool]]:
@@ -284,15 +308,13 @@ def _split_count(conn: Connection, query: RowQuery) -> _SplitCount | None:
             break
         prefix = first + size - 1
     r = row_records.c
-    upto, below = _prefix_counts.get(query.operation_id, (0, 0))
+    upto, below = _prefix_counts.get(query.operation_id) or (0, 0)
     if prefix > upto:
         counted = select(func.count()).where(
             r.operation_id == query.operation_id, r.row_number.between(upto + 1, prefix)
         )
         upto, below = prefix, below + int((conn.execute(counted)).scalar_one())
-        if len(_prefix_counts) >= _FINISHED_COUNTS_KEPT:
-            _prefix_counts.pop(next(iter(_prefix_counts)))
-        _prefix_counts[query.operation_id] = (upto, below)
+        _prefix_counts.put(query.operation_id, (upto, below))
     after = select(func.count()).where(r.operation_id == query.operation_id, r.row_number > upto)
     return _SplitCount(below + int(conn.execute(after).scalar_one()), upto, below)
 
@@ -321,7 +343,5 @@ def _finished_count(conn: Connection, query: RowQuery) -> tuple[int, bool] | Non
             total = split.total
             highest = conn.execute(select(func.max(r.row_number)).where(mine)).scalar_one()
         kept = (int(total), int(total) == int(highest or 0))
-        if len(_finished_counts) >= _FINISHED_COUNTS_KEPT:
-            _finished_counts.pop(next(iter(_finished_counts)))
-        _finished_counts[key] = kept
+        _finished_counts.put(key, kept)
     return kept
