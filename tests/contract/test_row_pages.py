@@ -12,6 +12,7 @@ from sqlalchemy import Select, func, select, text
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import Fence, OperationRecord, ProgressDelta, RowQuery, RowRecord
+from bulkops.storage.sql import SqlStore
 from bulkops.storage.sql import pages as sql_pages
 from bulkops.storage.sql.pages import others_select, page_select, row_conditions
 from bulkops.storage.sql.schema import row_records
@@ -346,3 +347,27 @@ async def test_pages_of_a_running_split_operation_count_every_row_stored(
     counts = await stores.operations.counts(op.id)
     assert await stores.operations.apply(lifecycle.finish(current, counts, BASE_TIME))
     await check()
+
+
+async def test_two_stores_of_one_database_list_the_steps_they_store(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    """Two processes (or one after a restart) each know nothing of the names the other
+    listed: both store Completed rows at the same step and at new ones, and a step filter
+    read through either finds every row."""
+    if stores.database is None:
+        pytest.skip("two stores of one database: a SQL matter")
+    other = SqlStore(stores.database)  # what a second process (or a restart) holds
+    op = make_operation(status=OperationStatus.RUNNING)
+    await stores.operations.add(op)
+    await stores.rows.save(op.id, [make_row(op.id, 1)], ProgressDelta(1, 1, 0))
+    await other.save(op.id, [make_row(op.id, 2)], ProgressDelta(1, 1, 0))  # "process" again
+    await other.save(op.id, [make_row(op.id, 3, step_name="ship")], ProgressDelta(1, 1, 0))
+    await stores.rows.save(op.id, [make_row(op.id, 4, step_name="ship")], ProgressDelta(1, 1, 0))
+
+    for reader in (stores.rows, other):
+        found = {
+            step: [r.row_number for r in (await reader.page(RowQuery(op.id, step_name=step))).items]
+            for step in ("process", "ship")
+        }
+        assert found == {"process": [1, 2], "ship": [3, 4]}

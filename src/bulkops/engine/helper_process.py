@@ -366,10 +366,11 @@ class _Jobs:
         self._writer = writer
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._queued: dict[int, Job] = {}  # received and not started
-        self._stopped: set[int] = set()  # told to stop (or dropped), started or not
+        # Told to stop: the one running, and queued ones (answered when told: they never
+        # start, and are passed over when their turn comes).
+        self._stopped: set[int] = set()
         self._current: tuple[Job, asyncio.Task[bool]] | None = None
         self._halted: set[UUID] = set()  # operations whose last job stopped or failed
-        self._answered: set[int] = set()  # stopped before they started, and told so
 
     def add(self, job: Job) -> None:
         self._queued[job.id] = job
@@ -386,30 +387,28 @@ class _Jobs:
             job = current[0]
         if job is None:
             return []  # ended already, or running and only withdrawn: nothing to do
-        self._stopped.add(job_id)
         operation = job.operation_id
-        self._stopped.update(q.id for q in self._queued.values() if q.operation_id == operation)
-        if current is not None and current[0].id in self._stopped:
+        now = {job_id, *(q.id for q in self._queued.values() if q.operation_id == operation)}
+        now -= self._stopped  # those stopped before were answered then
+        self._stopped |= now
+        if current is not None and current[0].id in now:
             current[1].cancel()
-        unstarted = [n for n in self._stopped if n in self._queued and n not in self._answered]
-        self._answered.update(unstarted)
-        return unstarted
+        return [n for n in now if n in self._queued]
 
     async def next(self) -> Job | None:
-        """The next job, or None once a stopped one was answered (Finished, stopped)."""
+        """The next job, or None when its turn passed over it: stopped (and answered)
+        already, or sent ahead behind a job of its operation that stopped or failed
+        (answered now: Finished, stopped)."""
         job = await self._queue.get()
         del self._queued[job.id]
+        if job.id in self._stopped:
+            self._stopped.discard(job.id)
+            self._halted.add(job.operation_id)
+            return None
         if job.ahead and job.operation_id in self._halted:
-            self._stopped.add(job.id)  # the job before it stopped or failed
-        if job.id not in self._stopped:
-            return job
-        self._stopped.discard(job.id)
-        self._halted.add(job.operation_id)
-        if job.id in self._answered:
-            self._answered.discard(job.id)
-        else:
             await send(self._writer, Finished(job.id, stopped=True))
-        return None
+            return None
+        return job
 
     def started(self, job: Job, task: asyncio.Task[bool]) -> None:
         self._current = (job, task)

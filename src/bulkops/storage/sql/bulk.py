@@ -21,6 +21,7 @@ from bulkops.storage.sql.codec import (
     row_encoder,
     sqlite_timestamp,
 )
+from bulkops.storage.sql.kept import Kept
 from bulkops.storage.states import RowState
 
 _COLUMN_LIST = ", ".join(ROW_COLUMNS)
@@ -202,24 +203,19 @@ def completed_step_names(runs: Sequence[Run], others: Sequence[RowRecord]) -> se
 
 class ListedSteps:
     """The step names this process knows ``completed_steps`` lists, per operation, so a
-    save inserts a name only the first time (names are never removed). Bounded."""
-
-    KEPT = 1024
+    save inserts a name only the first time (names are never removed)."""
 
     def __init__(self) -> None:
-        self._listed: dict[UUID, frozenset[str]] = {}
+        self._listed: Kept[UUID, frozenset[str]] = Kept(1024)
 
     def new(self, operation_id: UUID, names: set[str]) -> frozenset[str]:
         """The names of ``names`` not known to be listed."""
-        listed = self._listed.get(operation_id)
-        return frozenset(names if listed is None else names - listed)
+        return frozenset(names - (self._listed.get(operation_id) or frozenset()))
 
     def add(self, operation_id: UUID, names: Collection[str]) -> None:
         """Note ``names`` as listed (after the transaction that inserted them committed)."""
-        listed = self._listed.pop(operation_id, frozenset())
-        if len(self._listed) >= self.KEPT:
-            self._listed.pop(next(iter(self._listed)))
-        self._listed[operation_id] = listed | frozenset(names)
+        listed = self._listed.get(operation_id) or frozenset()
+        self._listed.put(operation_id, listed | frozenset(names))
 
 
 def range_params(dialect_name: str, operation_id: UUID, runs: Sequence[Run]) -> list[Any]:

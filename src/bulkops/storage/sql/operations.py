@@ -8,17 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    RowMapping,
-    and_,
-    func,
-    literal,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import ColumnElement, RowMapping, and_, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange, RowCounts
@@ -36,7 +26,7 @@ from bulkops.storage.sql.codec import OPERATION_COLUMNS, operation_values
 from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.keys import claim_key
-from bulkops.storage.sql.pages import check_paging, in_states
+from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
 from bulkops.storage.sql.schema import not_completed, operations, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
@@ -110,11 +100,7 @@ class OperationMethods(SqlBase):
             .limit(query.page_size)
             .offset((query.page - 1) * query.page_size)
         )
-
-        def read(conn: Connection) -> tuple[int, Sequence[RowMapping]]:
-            return conn.execute(count).scalar_one(), conn.execute(items).mappings().all()
-
-        total, rows = await self._db.read_core(read)  # one hop on SQLite
+        total, rows = await self._db.read_core(count_and_rows(count, items))
         return Page(
             items=[operation_from_row(row) for row in rows],
             total_count=total,

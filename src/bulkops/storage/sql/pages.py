@@ -9,16 +9,16 @@ async connection's ``run_sync``.
 from __future__ import annotations
 
 import builtins
-import threading
 from bisect import bisect_right
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy import ColumnElement, Connection, RowMapping, Select, func, select
 
 from bulkops.storage.records import Page, RowQuery, RowRecord, StepState
+from bulkops.storage.sql.kept import Kept
 from bulkops.storage.sql.schema import (
     chunks,
     completed_steps,
@@ -28,11 +28,7 @@ from bulkops.storage.sql.schema import (
 )
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
-# Row counts of finished operations, by (operation id, version): their rows change only
-# through a retry, which moves the version on. Kept per process, bounded.
-_FINISHED_COUNTS_KEPT = 256
-K = TypeVar("K")
-V = TypeVar("V")
+_COUNTS_KEPT = 256  # operations whose counts a process keeps
 _SETTLED = frozenset({OperationStatus.COMPLETED, OperationStatus.COMPLETED_WITH_ERRORS})
 # A page of Completed rows skips the others by their row numbers when there are at most
 # this many (read from the state index: a few milliseconds).
@@ -46,30 +42,11 @@ def row_from_mapping(row: RowMapping) -> RowRecord:
     return RowRecord(**values, steps=[StepState.from_json(step) for step in steps] if steps else [])
 
 
-class _Kept(Generic[K, V]):
-    """A bounded map shared by the reader threads of every database of the process (the
-    oldest entry goes first)."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: dict[K, V] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._items.pop(key, None)
-            if len(self._items) >= self._size:
-                self._items.pop(next(iter(self._items)))
-            self._items[key] = value
-
-
-_finished_counts: _Kept[tuple[UUID, int], tuple[int, bool]] = _Kept(_FINISHED_COUNTS_KEPT)
+# Row counts of finished operations, by (operation id, version): (rows, numbered without
+# gaps); their rows change only through a retry, which moves the version on.
+_finished_counts: Kept[tuple[UUID, int], tuple[int, bool]] = Kept(_COUNTS_KEPT)
 # Per split operation: (last row of its Done chunks counted, row records up to it).
-_prefix_counts: _Kept[UUID, tuple[int, int]] = _Kept(_FINISHED_COUNTS_KEPT)
+_prefix_counts: Kept[UUID, tuple[int, int]] = Kept(_COUNTS_KEPT)
 
 
 def in_states(states: Collection[RowState]) -> builtins.list[ColumnElement[bool]]:
@@ -132,6 +109,19 @@ def page_select(
     return items.limit(query.page_size + 1)
 
 
+def rows_after(query: RowQuery, number: int, *, skip: int = 0) -> Select[Any]:
+    """The rows of the query numbered above ``number`` (less the first ``skip``), in
+    order: a page and one more row."""
+    r = row_records.c
+    return (
+        select(row_records)
+        .where(*row_conditions(query), r.row_number > number)
+        .order_by(r.row_number)
+        .offset(skip or None)
+        .limit(query.page_size + 1)
+    )
+
+
 def others_select(operation_id: UUID, *, steps: bool = False) -> Select[Any]:
     """The row numbers (and with ``steps`` the step names) of an operation's rows that are
     not Completed, from the state index, unordered (in row order SQLite would read the
@@ -157,6 +147,18 @@ def check_paging(page: int, page_size: int) -> None:
         raise ValueError(f"page and page_size must be at least 1, got {page} and {page_size}")
 
 
+def count_and_rows(
+    count: Select[Any], items: Select[Any]
+) -> Callable[[Connection], tuple[int, Sequence[RowMapping]]]:
+    """A read (for ``Database.read_core``) of a page's count and its rows, in one
+    transaction."""
+
+    def read(conn: Connection) -> tuple[int, Sequence[RowMapping]]:
+        return int(conn.execute(count).scalar_one()), conn.execute(items).mappings().all()
+
+    return read
+
+
 def read_page(conn: Connection, query: RowQuery) -> Page[RowRecord]:
     """A page of row records matching the query, by row number.
 
@@ -169,8 +171,6 @@ def read_page(conn: Connection, query: RowQuery) -> Page[RowRecord]:
     check_paging(query.page, query.page_size)
     steps = _completed_steps(conn, query)
     others_only = steps is not None and query.step_name not in steps
-    conditions = row_conditions(query, others_only=others_only)
-    count = select(func.count()).select_from(row_records).where(*conditions)
     dense = None if query.filtered else _finished_count(conn, query)
     complement = None if others_only else _all_but_few(conn, query, steps)
     if complement is not None:
@@ -180,7 +180,8 @@ def read_page(conn: Connection, query: RowQuery) -> Page[RowRecord]:
     elif not query.filtered and (split := _split_count(conn, query)) is not None:
         total, items = split.total, split.page(query)
     else:
-        total = conn.execute(count).scalar_one()
+        conditions = row_conditions(query, others_only=others_only)
+        total = conn.execute(select(func.count()).where(*conditions)).scalar_one()
         sort = others_only and _few_others(conn, query.operation_id)
         items = page_select(query, others_only=others_only, sort=sort)
     found = conn.execute(items).mappings().all()
@@ -239,7 +240,7 @@ def _all_but_few(
     if dense is None or not dense[1]:
         return None
     select_others = others_select(query.operation_id, steps=query.state is None)
-    found = (conn.execute(select_others)).all()
+    found = conn.execute(select_others).all()
     if len(found) > _FEW_OTHERS:
         return None
     # Without a state filter the others at the step belong to the page too.
@@ -248,14 +249,7 @@ def _all_but_few(
     below = offset  # the least row number with `offset` wanted rows up to it
     while (before := bisect_right(skipped, below)) + offset != below:
         below = offset + before
-    r = row_records.c
-    items = (
-        select(row_records)
-        .where(*row_conditions(query), r.row_number > below)
-        .order_by(r.row_number)
-        .limit(query.page_size + 1)
-    )
-    return dense[0] - len(skipped), items
+    return dense[0] - len(skipped), rows_after(query, below)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,14 +267,10 @@ class _SplitCount:
         them skips only the rows after ``upto``: no OFFSET over the rows before."""
         if self.below != self.upto or query.after is not None:
             return page_select(query)
-        r = row_records.c
         offset = (query.page - 1) * query.page_size
-        items = select(row_records).where(*row_conditions(query)).order_by(r.row_number)
         if offset <= self.upto:
-            items = items.where(r.row_number > offset)
-        else:
-            items = items.where(r.row_number > self.upto).offset(offset - self.upto)
-        return items.limit(query.page_size + 1)
+            return rows_after(query, offset)
+        return rows_after(query, self.upto, skip=offset - self.upto)
 
 
 def _split_count(conn: Connection, query: RowQuery) -> _SplitCount | None:
@@ -313,7 +303,7 @@ def _split_count(conn: Connection, query: RowQuery) -> _SplitCount | None:
         counted = select(func.count()).where(
             r.operation_id == query.operation_id, r.row_number.between(upto + 1, prefix)
         )
-        upto, below = prefix, below + int((conn.execute(counted)).scalar_one())
+        upto, below = prefix, below + int(conn.execute(counted).scalar_one())
         _prefix_counts.put(query.operation_id, (upto, below))
     after = select(func.count()).where(r.operation_id == query.operation_id, r.row_number > upto)
     return _SplitCount(below + int(conn.execute(after).scalar_one()), upto, below)
@@ -322,7 +312,7 @@ def _split_count(conn: Connection, query: RowQuery) -> _SplitCount | None:
 def _finished_count(conn: Connection, query: RowQuery) -> tuple[int, bool] | None:
     """(rows, numbered without gaps) of a completed operation, else None."""
     o = operations.c
-    found = (conn.execute(select(o.status, o.version).where(o.id == query.operation_id))).first()
+    found = conn.execute(select(o.status, o.version).where(o.id == query.operation_id)).first()
     # Completed operations only: after a cancel or a failure, rows that were in flight
     # may still be recorded.
     if found is None or OperationStatus(found[0]) not in _SETTLED:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, Connection, RowMapping, func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
@@ -23,7 +23,7 @@ from bulkops.storage.sql.bulk import POSTGRES_UPSERT, SQLITE_UPSERT, encode_rows
 from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.operations import operation_from_row
-from bulkops.storage.sql.pages import check_paging, in_states, row_from_mapping
+from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states, row_from_mapping
 from bulkops.storage.sql.schema import operations, retry_history, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
@@ -149,11 +149,7 @@ class RetryMethods(SqlBase):
             .limit(page_size)
             .offset((page - 1) * page_size)
         )
-
-        def read(conn: Connection) -> tuple[int, Sequence[RowMapping]]:
-            return conn.execute(count).scalar_one(), conn.execute(items).mappings().all()
-
-        total, found = await self._db.read_core(read)  # one hop on SQLite
+        total, found = await self._db.read_core(count_and_rows(count, items))
         entries = [
             RetrySnapshot(
                 operation_id=row["operation_id"],
