@@ -17,6 +17,7 @@ from bulkops.definition.operation import (
     RowOperation,
     operation,
 )
+from bulkops.definition.row_context import RowContext, current_row
 from bulkops.definition.steps import PollingStep, SignalStep, Step, polling_step, signal_step, step
 from bulkops.errors import BulkOpsError, ValidationError
 from bulkops.settings import Settings
@@ -60,6 +61,7 @@ __all__ = [
     "PipelineOperation",
     "PollingStep",
     "Row",
+    "RowContext",
     "RowOperation",
     "RowState",
     "Settings",
@@ -70,6 +72,7 @@ __all__ = [
     "Worker",
     "create_app",
     "create_gateway",
+    "current_row",
     "operation",
     "polling_step",
     "signal_step",
