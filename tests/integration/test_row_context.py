@@ -80,9 +80,7 @@ async def test_validate_row_and_process_row_see_their_own_row(
 ) -> None:
     client = await make(max_row_concurrency=concurrency)
     log = tmp_path / "log"
-    operation_id = await create_ok(
-        client, csv(40), operation=operation, metadata={"log": str(log)}
-    )
+    operation_id = await create_ok(client, csv(40), operation=operation, metadata={"log": str(log)})
     assert (await wait_status(client, operation_id))["status"] == "Completed"
 
     validated, processed = entries(log, "validate"), entries(log, "process")
@@ -179,7 +177,9 @@ async def test_process_batch_has_no_current_row(make: Callable[..., Any], tmp_pa
     assert all("process_batch" in e["error"] for e in batches)
     validated = entries(log, "validate")  # validate_row of a batch operation sees its row
     assert sorted(e["row_number"] for e in validated) == list(range(1, 8))
-    assert all(e["idempotency_key"] == expected(operation_id, e["row_number"], -1) for e in validated)
+    assert all(
+        e["idempotency_key"] == expected(operation_id, e["row_number"], -1) for e in validated
+    )
 
 
 @pytest.mark.parametrize("operation", ["context-plain", "context-plain-validated"])

@@ -60,7 +60,7 @@ def _clear() -> None:
 
 
 def test_outside_a_row_it_is_a_lookup_error_that_says_where_it_works() -> None:
-    with pytest.raises(LookupError, match="outside a row.*validate_row, process_row"):
+    with pytest.raises(LookupError, match=r"outside a row.*validate_row, process_row"):
         bo.current_row()
 
 
@@ -89,7 +89,9 @@ async def test_run_operation_gives_each_row_its_context() -> None:
     operation_id = result.record.id
     assert isinstance(operation_id, UUID)
     by_place = {
-        place: sorted((c.row_number, c.step_index, c.idempotency_key) for p, c in SEEN if p == place)
+        place: sorted(
+            (c.row_number, c.step_index, c.idempotency_key) for p, c in SEEN if p == place
+        )
         for place in ("validate", "process")
     }
     assert by_place == {

@@ -33,8 +33,8 @@ import pydantic
 from bulkops.clock import CoarseClock, utcnow
 from bulkops.definition.conversion import describe_errors
 from bulkops.definition.operation import PROCESS_STEP
-from bulkops.definition.row_context import row_frame
 from bulkops.definition.registry import Registry, load_registry
+from bulkops.definition.row_context import row_frame
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.chunks import read_chunk
 from bulkops.engine.helper_messages import (
