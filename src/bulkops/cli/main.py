@@ -35,6 +35,9 @@ app.command()(gateway)
 client_commands.register(app)
 log = logging.getLogger("bulkops")
 
+# Settings of the HTTP server alone: not flags of commands that serve no HTTP.
+HTTP_ONLY = ("max_header_bytes", "header_timeout", "body_timeout", "body_min_rate")
+
 _CLI_TYPES: dict[Any, Any] = {
     bool: bool | None,
     int: int | None,
@@ -153,9 +156,8 @@ def _configure_logging(settings: Settings) -> None:
 @with_settings_flags()
 def serve(settings: Settings) -> None:
     """Serve the HTTP API (and process operations unless --role api)."""
-    import uvicorn
-
     from bulkops.api.app import create_app
+    from bulkops.cli import server
 
     application = create_app(settings=settings)
     _settle_interpreter(settings)
@@ -167,15 +169,21 @@ def serve(settings: Settings) -> None:
         settings.database_url,
     )
     # log_config=None: uvicorn's lines (start-up, errors, one per request) go through the
-    # bulkops handler, in its format (JSON too) and at a third of the cost of uvicorn's
-    # copying, colouring access formatter.
-    uvicorn.run(
-        application, host=settings.host, port=settings.port, log_level="info", log_config=None
+    # bulkops handler, in its format (JSON too), not uvicorn's copying, colouring one.
+    server.run(
+        application,
+        host=settings.host,
+        port=settings.port,
+        limits=server.ClientLimits.of(settings),
+        log_level="info",
+        log_config=None,
     )
 
 
 @app.command()
-@with_settings_flags(exclude=("host", "port", "role", "cors_origins", "openapi_enabled"))
+@with_settings_flags(
+    exclude=("host", "port", "role", "cors_origins", "openapi_enabled", *HTTP_ONLY)
+)
 def worker(settings: Settings) -> None:
     """Process operations from shared storage, without HTTP."""
     from bulkops.worker import Worker
