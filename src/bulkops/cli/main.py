@@ -121,8 +121,8 @@ def _settings_problems(error: pydantic.ValidationError) -> str:
 def _settle_memory(settings: Settings) -> None:
     """Move everything start-up created (imported modules, the app) out of the garbage
     collector's sight: full collections otherwise walk it all again and again while rows
-    are processed, stalling requests for tens of milliseconds. Row processing allocates
-    many short-lived containers, so young collections also run less often."""
+    are processed, and stall requests meanwhile. Row processing allocates many
+    short-lived containers, so young collections also run less often."""
     if not settings.database_url.startswith("memory://"):
         import bulkops.storage.sql  # noqa: F401 - imported now so it is frozen too
     gc.collect()
@@ -132,11 +132,8 @@ def _settle_memory(settings: Settings) -> None:
 
 # How often a thread waiting for the interpreter lock gets it (Python's default: 5 ms). The
 # event loop thread is busy with rows for long stretches, while the SQLite threads give the
-# lock up around every statement and wait for it again after: at 5 ms a status request
-# waited 54-70 ms (p99) during a 1M-row import, at 0.5 ms 35-41 ms. At 0.1 ms the writer's
-# transactions stop queueing behind the rows too (a 3-range write beside a CSV-parsing
-# thread: median 11 ms and p90 228 ms at 0.5 ms, 2.2 ms and 3.7 ms at 0.1 ms): scenario 1
-# went from 110k to 123k rows/s and the status p99 of scenario 6 to 16 ms.
+# lock up around every statement and wait for it again after: a short interval keeps
+# requests (a status) and the writer's transactions from queueing behind the rows.
 SWITCH_INTERVAL = 0.0001
 
 

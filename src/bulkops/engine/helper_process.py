@@ -245,8 +245,8 @@ async def _run_prepared(runner: RowRunner, rows: Iterator[RawRow], report: _Repo
 
 async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:
     """Rows with nothing to await but ``process_row``: ``run_plain``'s steps, with the
-    bookkeeping of each completed row inline (no call per row: it cost a quarter of the
-    helper's time). The lists of the report are cached between rows and looked up again
+    bookkeeping of each completed row inline, so that a plain row costs no function call
+    beyond its own. The lists of the report are cached between rows and looked up again
     whenever the report was sent meanwhile."""
     validate, process, metadata = runner.validate_model, runner.process, runner.metadata
     clock, first_bound, tick = perf_counter, ROW_BUCKETS[0], CoarseClock.TICK
