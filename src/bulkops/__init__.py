@@ -21,19 +21,19 @@ from bulkops.definition.row_context import RowContext, current_row
 from bulkops.definition.steps import PollingStep, SignalStep, Step, polling_step, signal_step, step
 from bulkops.errors import BulkOpsError, ValidationError
 from bulkops.settings import Settings
-from bulkops.storage.states import ErrorType, OperationStatus, RowState
+from bulkops.wire import ErrorType, OperationStatus, RowState
 
 if TYPE_CHECKING:
     from bulkops.api.app import create_app
-    from bulkops.engine.signals import SignalService
     from bulkops.gateway import GatewaySettings, create_gateway
+    from bulkops.service.signals import SignalService
     from bulkops.worker import Worker
 
 # The serving side (FastAPI, SQLAlchemy, the engine) is imported on first use, so the
 # command-line client and ``bulkops.client`` start fast.
 _LAZY = {
     "create_app": "bulkops.api.app",
-    "SignalService": "bulkops.engine.signals",
+    "SignalService": "bulkops.service.signals",
     "GatewaySettings": "bulkops.gateway",
     "create_gateway": "bulkops.gateway",
     "Worker": "bulkops.worker",

@@ -21,6 +21,7 @@ import typer
 
 from bulkops.cli import client as client_commands
 from bulkops.cli.gateway import gateway
+from bulkops.cli.maintenance import prune_events
 from bulkops.errors import BulkOpsError
 from bulkops.settings import Settings
 
@@ -32,7 +33,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold tokens
 )
 app.command()(gateway)
-client_commands.register(app)
+client_commands.register(app, prune_events=prune_events)
 log = logging.getLogger("bulkops")
 
 # Settings of the HTTP server alone: not flags of commands that serve no HTTP.
