@@ -85,7 +85,9 @@ def current_row() -> RowContext:
 
     Raises:
         LookupError: called outside a row: at import, in ``process_batch`` (a batch holds
-            many rows: use their fields), in code not run by bulkops for a row.
+            many rows: use their fields), in the checks of ``POST /api/bulks/validate``
+            (they run ``validate_row`` before there is an operation), in code not run by
+            bulkops for a row.
     """
     frame = row_frame.get()
     if frame is None:
