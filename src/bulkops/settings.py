@@ -159,7 +159,7 @@ class Settings(BaseSettings):
         description="Seconds a client has to send a request's headers (408 after).",
     )
     body_timeout: float = Field(
-        default=30,
+        default=20,
         gt=0,
         description="Longest pause in a request body, in seconds (408 after).",
     )

@@ -113,7 +113,7 @@ class GatewaySettings(BaseSettings):
         description="Seconds a client has to send a request's headers (408 after).",
     )
     body_timeout: float = Field(
-        default=30,
+        default=20,
         gt=0,
         validation_alias=AliasChoices("BULKOPS_BODY_TIMEOUT"),
         description="Longest pause in a request body, in seconds (408 after).",
