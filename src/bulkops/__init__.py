@@ -17,22 +17,23 @@ from bulkops.definition.operation import (
     RowOperation,
     operation,
 )
+from bulkops.definition.row_context import RowContext, current_row
 from bulkops.definition.steps import PollingStep, SignalStep, Step, polling_step, signal_step, step
 from bulkops.errors import BulkOpsError, ValidationError
 from bulkops.settings import Settings
-from bulkops.storage.states import ErrorType, OperationStatus, RowState
+from bulkops.wire import ErrorType, OperationStatus, RowState
 
 if TYPE_CHECKING:
     from bulkops.api.app import create_app
-    from bulkops.engine.signals import SignalService
     from bulkops.gateway import GatewaySettings, create_gateway
+    from bulkops.service.signals import SignalService
     from bulkops.worker import Worker
 
 # The serving side (FastAPI, SQLAlchemy, the engine) is imported on first use, so the
 # command-line client and ``bulkops.client`` start fast.
 _LAZY = {
     "create_app": "bulkops.api.app",
-    "SignalService": "bulkops.engine.signals",
+    "SignalService": "bulkops.service.signals",
     "GatewaySettings": "bulkops.gateway",
     "create_gateway": "bulkops.gateway",
     "Worker": "bulkops.worker",
@@ -60,6 +61,7 @@ __all__ = [
     "PipelineOperation",
     "PollingStep",
     "Row",
+    "RowContext",
     "RowOperation",
     "RowState",
     "Settings",
@@ -70,6 +72,7 @@ __all__ = [
     "Worker",
     "create_app",
     "create_gateway",
+    "current_row",
     "operation",
     "polling_step",
     "signal_step",

@@ -14,9 +14,9 @@ def utcnow() -> datetime:
 class CoarseClock:
     """``utcnow()`` that hands out one datetime object per tick (default 1 ms).
 
-    Stamping every row of a million-row file with a fresh timestamp costs more than the
-    row's validation; a millisecond is precise enough for row completion times, and reusing
-    the object lets writers cache its encoding.
+    A fresh timestamp per row would cost about as much as validating the row; a tick is
+    precise enough for row completion times, and reusing the object lets writers cache its
+    encoding.
     """
 
     TICK = 0.001  # seconds

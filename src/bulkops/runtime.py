@@ -21,14 +21,14 @@ from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
 from bulkops.engine.row_helpers import RowHelpers
 from bulkops.engine.scheduler import NullScheduler, Scheduler, SchedulerConfig, WorkScheduler
-from bulkops.engine.signals import SignalHub, SignalService
+from bulkops.engine.signals import SignalHub
 from bulkops.observability.metrics import Metrics
 from bulkops.service import (
     CatalogService,
     CommandService,
     FeedService,
     QueryService,
-    SignalUseCase,
+    SignalService,
     SubmissionService,
 )
 from bulkops.service.export import ExportService
@@ -86,7 +86,6 @@ class Runtime:
     commands: CommandService
     feed: FeedService
     signals: SignalService
-    signal_requests: SignalUseCase
     exports: ExportService
     retries: RetryService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
@@ -170,7 +169,7 @@ class Runtime:
             webhook_allow_private=settings.webhook_allow_private,
         )
         hub = SignalHub()
-        signals = SignalService(rows, hub, stores.wakeups, metrics)
+        signals = SignalService(rows, hub, stores.wakeups, metrics, operations=operations)
         helpers = cls._row_helpers(settings, registry, role)
         scheduler = cls._scheduler(settings, registry, stores, role, hub, metrics, helpers)
         return cls(
@@ -195,7 +194,6 @@ class Runtime:
             commands=CommandService(operations),
             feed=FeedService(events, operations),
             signals=signals,
-            signal_requests=SignalUseCase(operations, signals),
             exports=ExportService(operations, rows, registry),
             retries=RetryService(
                 registry,

@@ -147,6 +147,28 @@ class Settings(BaseSettings):
     )
     shutdown_timeout: float = Field(default=30, ge=0)
     max_upload_bytes: int = Field(default=100 * 1024 * 1024, ge=0)
+    max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="Largest request line and header fields a client may send, in bytes "
+        "(431 beyond).",
+    )
+    header_timeout: float = Field(
+        default=10,
+        gt=0,
+        description="Seconds a client has to send a request's headers (408 after).",
+    )
+    body_timeout: float = Field(
+        default=20,
+        gt=0,
+        description="Longest pause in a request body, in seconds (408 after).",
+    )
+    body_min_rate: float = Field(
+        default=1024,
+        ge=0,
+        description="Slowest average rate of a request body after its first BODY_TIMEOUT "
+        "seconds, in bytes per second (0: no minimum).",
+    )
     idempotency_ttl: float = Field(
         default=86400,
         gt=0,

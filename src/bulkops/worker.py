@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.scheduler import WorkScheduler
-from bulkops.engine.signals import SignalService
 from bulkops.runtime import Runtime, build_registry
+from bulkops.service.signals import SignalService
 from bulkops.settings import Settings
 
 

@@ -40,6 +40,10 @@ def test_every_setting_has_its_variable(monkeypatch: pytest.MonkeyPatch) -> None
         "BULKOPS_HOST": "0.0.0.0",
         "BULKOPS_PORT": "9000",
         "BULKOPS_CORS_ORIGINS": "https://ops.example",
+        "BULKOPS_MAX_HEADER_BYTES": "16384",
+        "BULKOPS_HEADER_TIMEOUT": "4",
+        "BULKOPS_BODY_TIMEOUT": "6",
+        "BULKOPS_BODY_MIN_RATE": "0",
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
@@ -58,6 +62,10 @@ def test_every_setting_has_its_variable(monkeypatch: pytest.MonkeyPatch) -> None
         "host": "0.0.0.0",
         "port": 9000,
         "cors_origins": ["https://ops.example"],
+        "max_header_bytes": 16384,
+        "header_timeout": 4,
+        "body_timeout": 6,
+        "body_min_rate": 0,
     }
     assert GatewaySettings(port=1234).port == 1234  # fields by name in code
 

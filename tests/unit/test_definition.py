@@ -171,7 +171,12 @@ def test_load_registry_from_a_file_and_a_module(tmp_path: Path) -> None:
         )
     )
     registry = load_registry([str(source), "bulkops.examples.operations"])
-    assert [d.name for d in registry] == ["from-file", "import-users", "onboard-employees"]
+    assert [d.name for d in registry] == [
+        "charge-customers",
+        "from-file",
+        "import-users",
+        "onboard-employees",
+    ]
 
 
 def test_load_registry_errors_are_clear(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ usage error, 1 anything else (server unreachable, 5xx).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -90,8 +91,16 @@ def _json_argument(text: str | None, what: str) -> Any:
         raise fail(f"{what} is not valid JSON: {exc}") from None
 
 
-def register(app: typer.Typer) -> None:
-    """Add the client commands to the ``bulkops`` command."""
+PruneEvents = Callable[[float | None], None]
+
+
+def register(app: typer.Typer, *, prune_events: PruneEvents | None = None) -> None:
+    """Add the client commands to the ``bulkops`` command.
+
+    ``prune_events(older_than_days)`` serves ``bulkops events prune --older-than DAYS``:
+    it works on the configured database, not over HTTP, so the caller supplies it and this
+    module stays a client of the HTTP API alone.
+    """
     for command in (
         operations,
         submit,
@@ -103,13 +112,26 @@ def register(app: typer.Typer) -> None:
         cancel,
         retry,
         signal,
-        events,
+        _events_or_prune(prune_events),
         export,
         download,
         template,
     ):
         name = "list" if command is list_operations else command.__name__
         app.command(name)(command)
+
+
+def _events_or_prune(prune: PruneEvents | None) -> Callable[..., None]:
+    """The ``events`` command, which hands ``events prune`` to ``prune``."""
+
+    @functools.wraps(events)
+    def command(**arguments: Any) -> None:
+        if prune is not None and arguments.get("operation_id") == "prune":
+            prune(arguments.get("older_than"))
+            return
+        events(**arguments)
+
+    return command
 
 
 def operations(url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
@@ -429,9 +451,6 @@ def events(
 ) -> None:
     """Print the event feed (of one operation); `events prune --older-than DAYS` deletes
     old events from the configured database."""
-    if operation_id == "prune":
-        _prune(older_than)
-        return
     if older_than is not None:
         raise fail("--older-than goes with `bulkops events prune`")
 
@@ -461,34 +480,6 @@ def events(
     else:
         for event in found:
             show(event)
-
-
-def _prune(older_than: float | None) -> None:
-    """``bulkops events prune``: delete events older than the given days."""
-    if older_than is None or older_than < 0:
-        raise fail("`bulkops events prune` needs --older-than DAYS (0 or more)")
-    import asyncio
-    from datetime import timedelta
-
-    from bulkops.clock import utcnow
-    from bulkops.runtime import MEMORY_URL
-    from bulkops.settings import Settings
-
-    settings = Settings()
-    if settings.database_url.startswith(MEMORY_URL):
-        raise fail("In-memory storage keeps no events to prune")
-
-    async def prune() -> int:
-        from bulkops.storage.sql import Database, SqlEventStore
-
-        database = Database.from_url(settings.database_url)
-        try:
-            return await SqlEventStore(database).prune(utcnow() - timedelta(days=older_than))
-        finally:
-            await database.close()
-
-    removed = asyncio.run(prune())
-    typer.echo(f"Removed {removed} events older than {older_than:g} days")
 
 
 def export(

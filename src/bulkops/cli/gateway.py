@@ -64,8 +64,7 @@ def _problems(error: pydantic.ValidationError) -> str:
 
 def gateway(**flags: Any) -> None:
     """Serve one address over several bulkops services (--backend NAME=URL, repeatable)."""
-    import uvicorn
-
+    from bulkops.cli import server
     from bulkops.gateway.app import create_gateway
 
     overrides = {k: v for k, v in flags.items() if v is not None and v != []}
@@ -83,7 +82,13 @@ def gateway(**flags: Any) -> None:
     application = create_gateway(settings=settings)
     log.info("bulkops gateway on http://%s:%s", settings.host, settings.port)
     # uvicorn exits non-zero when start-up fails (duplicate operation names across backends).
-    uvicorn.run(application, host=settings.host, port=settings.port, log_level="info")
+    server.run(
+        application,
+        host=settings.host,
+        port=settings.port,
+        limits=server.ClientLimits.of(settings),
+        log_level="info",
+    )
 
 
 gateway.__signature__ = inspect.Signature(_parameters())  # type: ignore[attr-defined]

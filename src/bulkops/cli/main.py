@@ -21,6 +21,7 @@ import typer
 
 from bulkops.cli import client as client_commands
 from bulkops.cli.gateway import gateway
+from bulkops.cli.maintenance import prune_events
 from bulkops.errors import BulkOpsError
 from bulkops.settings import Settings
 
@@ -32,8 +33,11 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold tokens
 )
 app.command()(gateway)
-client_commands.register(app)
+client_commands.register(app, prune_events=prune_events)
 log = logging.getLogger("bulkops")
+
+# Settings of the HTTP server alone: not flags of commands that serve no HTTP.
+HTTP_ONLY = ("max_header_bytes", "header_timeout", "body_timeout", "body_min_rate")
 
 _CLI_TYPES: dict[Any, Any] = {
     bool: bool | None,
@@ -118,8 +122,8 @@ def _settings_problems(error: pydantic.ValidationError) -> str:
 def _settle_memory(settings: Settings) -> None:
     """Move everything start-up created (imported modules, the app) out of the garbage
     collector's sight: full collections otherwise walk it all again and again while rows
-    are processed, stalling requests for tens of milliseconds. Row processing allocates
-    many short-lived containers, so young collections also run less often."""
+    are processed, and stall requests meanwhile. Row processing allocates many
+    short-lived containers, so young collections also run less often."""
     if not settings.database_url.startswith("memory://"):
         import bulkops.storage.sql  # noqa: F401 - imported now so it is frozen too
     gc.collect()
@@ -129,11 +133,8 @@ def _settle_memory(settings: Settings) -> None:
 
 # How often a thread waiting for the interpreter lock gets it (Python's default: 5 ms). The
 # event loop thread is busy with rows for long stretches, while the SQLite threads give the
-# lock up around every statement and wait for it again after: at 5 ms a status request
-# waited 54-70 ms (p99) during a 1M-row import, at 0.5 ms 35-41 ms. At 0.1 ms the writer's
-# transactions stop queueing behind the rows too (a 3-range write beside a CSV-parsing
-# thread: median 11 ms and p90 228 ms at 0.5 ms, 2.2 ms and 3.7 ms at 0.1 ms): scenario 1
-# went from 110k to 123k rows/s and the status p99 of scenario 6 to 16 ms.
+# lock up around every statement and wait for it again after: a short interval keeps
+# requests (a status) and the writer's transactions from queueing behind the rows.
 SWITCH_INTERVAL = 0.0001
 
 
@@ -153,9 +154,8 @@ def _configure_logging(settings: Settings) -> None:
 @with_settings_flags()
 def serve(settings: Settings) -> None:
     """Serve the HTTP API (and process operations unless --role api)."""
-    import uvicorn
-
     from bulkops.api.app import create_app
+    from bulkops.cli import server
 
     application = create_app(settings=settings)
     _settle_interpreter(settings)
@@ -167,15 +167,21 @@ def serve(settings: Settings) -> None:
         settings.database_url,
     )
     # log_config=None: uvicorn's lines (start-up, errors, one per request) go through the
-    # bulkops handler, in its format (JSON too) and at a third of the cost of uvicorn's
-    # copying, colouring access formatter.
-    uvicorn.run(
-        application, host=settings.host, port=settings.port, log_level="info", log_config=None
+    # bulkops handler, in its format (JSON too), not uvicorn's copying, colouring one.
+    server.run(
+        application,
+        host=settings.host,
+        port=settings.port,
+        limits=server.ClientLimits.of(settings),
+        log_level="info",
+        log_config=None,
     )
 
 
 @app.command()
-@with_settings_flags(exclude=("host", "port", "role", "cors_origins", "openapi_enabled"))
+@with_settings_flags(
+    exclude=("host", "port", "role", "cors_origins", "openapi_enabled", *HTTP_ONLY)
+)
 def worker(settings: Settings) -> None:
     """Process operations from shared storage, without HTTP."""
     from bulkops.worker import Worker

@@ -12,7 +12,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from bulkops.storage.states import ErrorType, OperationStatus, RowState
+from bulkops.wire import ErrorType, OperationStatus, RowState
 
 T = TypeVar("T")
 

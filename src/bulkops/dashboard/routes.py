@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from bulkops.api.errors import error_response
 from bulkops.dashboard.assets import STATIC_DIR, Page, collect_assets, render_page
 
 # The page's URLs: everything else under /dashboard is a 404, not a blank page.
@@ -68,7 +67,8 @@ def dashboard_router() -> APIRouter:
     async def asset(name: str, request: Request) -> Response:
         found = assets.get(name)
         if found is None:
-            return error_response(404, f"No dashboard file {name!r}")
+            # The API's error body, without importing the API: the API mounts the dashboard.
+            return JSONResponse({"error": f"No dashboard file {name!r}"}, status_code=404)
         headers = {"ETag": found.etag, "Cache-Control": _REVALIDATE}
         if request.headers.get("if-none-match") == found.etag:
             return Response(status_code=304, headers=headers)

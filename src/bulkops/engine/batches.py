@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from bulkops.definition.models import Row
+from bulkops.definition.row_context import BATCH, row_frame
 from bulkops.engine.invoke import direct_call, error_text
 from bulkops.engine.rows import RowBasics
 from bulkops.formats import RawRow
@@ -39,12 +40,15 @@ class BatchRunner(RowBasics):
         """
         outcomes: list[str | None]
         await self.pace()  # outside the try: a storage fault is not the batch's failure
+        token = row_frame.set(BATCH)  # current_row() says why there is no row
         try:
             result = await self._process([row for _, _, row, _ in batch], self.metadata)
         except Exception as exc:
             outcomes = [error_text(exc)] * len(batch)
         else:
             outcomes = self._outcomes(result, len(batch))
+        finally:
+            row_frame.reset(token)
         done = completed if self.plain else None
         at = self._clock.now()
         records = []

@@ -148,6 +148,7 @@ class ChunkRun(Run):
             column_map=dict(self.record.column_map) if self.record.column_map else None,
             chunk=self.chunk,
             report_interval=self._config.flush_interval,
+            created_by=self.record.created_by,
         )
 
     def _take(self, progress: Progress) -> None:

@@ -58,6 +58,7 @@ class Job:
     # Sent ahead to follow the job of its operation's chunk before: it never starts after
     # a job of its operation that was stopped or failed (its run goes on in the parent).
     ahead: bool = False
+    created_by: str = ""  # the operation's creator, for current_row()
 
 
 @dataclass(frozen=True, slots=True)

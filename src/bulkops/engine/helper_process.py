@@ -32,7 +32,9 @@ import pydantic
 
 from bulkops.clock import CoarseClock, utcnow
 from bulkops.definition.conversion import describe_errors
+from bulkops.definition.operation import PROCESS_STEP
 from bulkops.definition.registry import Registry, load_registry
+from bulkops.definition.row_context import row_frame
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.chunks import read_chunk
 from bulkops.engine.helper_messages import (
@@ -169,11 +171,11 @@ async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
     metadata, instance = await instantiate(definition, job.metadata)
     rows = read_chunk(Path(job.path), definition, job.chunk, job.file_format, job.column_map)
     try:
+        basics = (definition, instance, metadata, job.operation_id)
         if definition.is_batch:
-            batches = BatchRunner(definition, instance, metadata, job.operation_id)
-            await _run_batches(batches, rows, report)
+            await _run_batches(BatchRunner(*basics, created_by=job.created_by), rows, report)
             return
-        runner = RowRunner(definition, instance, metadata, job.operation_id)
+        runner = RowRunner(*basics, created_by=job.created_by)
         if runner.direct:
             await _run_direct(runner, rows, report)
         else:
@@ -243,8 +245,8 @@ async def _run_prepared(runner: RowRunner, rows: Iterator[RawRow], report: _Repo
 
 async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:
     """Rows with nothing to await but ``process_row``: ``run_plain``'s steps, with the
-    bookkeeping of each completed row inline (no call per row: it cost a quarter of the
-    helper's time). The lists of the report are cached between rows and looked up again
+    bookkeeping of each completed row inline, so that a plain row costs no function call
+    beyond its own. The lists of the report are cached between rows and looked up again
     whenever the report was sent meanwhile."""
     validate, process, metadata = runner.validate_model, runner.process, runner.metadata
     clock, first_bound, tick = perf_counter, ROW_BUCKETS[0], CoarseClock.TICK
@@ -254,11 +256,14 @@ async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report
     run: Run | None = None
     latencies: list[int] = []
     count = 0
+    # current_row() as in run_plain; the job's own task holds the mark (no reset needed).
+    scope, mark = runner.scope, row_frame.set
     for raw in rows:
         count += 1
         if count >= BATCH_SIZE:  # for every row, failed ones included
             count = 0
             await report.pause()
+        mark((scope, raw.number, None, PROCESS_STEP, 0, 1, 0))
         began = clock()
         values = raw.values
         if raw.error is not None or values is None:

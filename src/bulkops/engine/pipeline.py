@@ -13,6 +13,7 @@ from typing import Any
 from bulkops.clock import utcnow
 from bulkops.definition.models import Row
 from bulkops.definition.operation import OperationBase, OperationDefinition, StepDefinition
+from bulkops.definition.row_context import row_frame
 from bulkops.definition.steps import StepKind
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.persistence import StorageRetry
@@ -105,17 +106,23 @@ class PipelineRunner(RowBasics):
             return prepared
         row, row_id = prepared
         record = self._start(raw, row_id, existing)
-        for bound in self._steps:
-            step = bound.definition
-            if record.steps[step.index].state is RowState.COMPLETED:
-                continue
-            record.step_index, record.step_name = step.index, step.name
-            started = time.perf_counter()
-            with span("bulkops.step", **{"bulkops.step": step.name, "bulkops.row": raw.number}):
-                failure = await self._run_step(record, bound, row)
-            self._metrics.step_took(self.definition.name, step.name, time.perf_counter() - started)
-            if failure is not None:
-                return self._fail(record, step, *failure)
+        token = row_frame.set(None)  # each step marks itself for current_row()
+        try:
+            for bound in self._steps:
+                step = bound.definition
+                if record.steps[step.index].state is RowState.COMPLETED:
+                    continue
+                record.step_index, record.step_name = step.index, step.name
+                started = time.perf_counter()
+                attributes = {"bulkops.step": step.name, "bulkops.row": raw.number}
+                with span("bulkops.step", **attributes):
+                    failure = await self._run_step(record, bound, row)
+                took = time.perf_counter() - started
+                self._metrics.step_took(self.definition.name, step.name, took)
+                if failure is not None:
+                    return self._fail(record, step, *failure)
+        finally:
+            row_frame.reset(token)
         record.state = RowState.COMPLETED
         record.error_type = record.error_message = None
         record.completed_at = utcnow()
@@ -146,10 +153,12 @@ class PipelineRunner(RowBasics):
     async def _run_step(self, record: RowRecord, bound: BoundStep, row: Row) -> Failure | None:
         step, state = bound.definition, record.steps[bound.definition.index]
         if state.state is RowState.WAITING_FOR_COMPLETION:  # resumed while waiting
+            self._mark(record, step, max(state.attempts, 1))  # the action ran before
             return await self._wait(record, bound, row, state.signal_key or record.signal_key)
         retries = 0
         waiter: tuple[str, asyncio.Future[RowRecord]] | None = None
         while True:
+            self._mark(record, step, retries + 1)
             state.attempts += 1
             state.state = RowState.RUNNING
             state.started_at = state.started_at or utcnow()
@@ -180,6 +189,20 @@ class PipelineRunner(RowBasics):
         if waiter is None:
             return ErrorType.SIGNAL_FAILURE, "Signal step has no key function"
         return await self._wait_for_signal(record, step, *waiter)
+
+    def _mark(self, record: RowRecord, step: StepDefinition, attempt: int) -> None:
+        """Tell current_row() the step and attempt running (its wait and checks included)."""
+        row_frame.set(
+            (
+                self.scope,
+                record.row_number,
+                record.row_id,
+                step.name,
+                step.index,
+                attempt,
+                record.retry_attempt,
+            )
+        )
 
     async def _begin_wait(
         self, record: RowRecord, bound: BoundStep, row: Row

@@ -21,6 +21,7 @@ from bulkops.definition.operation import (
     OperationBase,
     OperationDefinition,
 )
+from bulkops.definition.row_context import RowScope, row_frame
 from bulkops.engine.invoke import direct_call, error_text
 from bulkops.engine.pacing import Pacer, rate_key
 from bulkops.errors import ValidationError
@@ -42,12 +43,15 @@ class RowBasics:
         operation_id: UUID,
         *,
         pacer: Pacer | None = None,
+        created_by: str = "",
     ) -> None:
         self.definition = definition
         self.instance = instance
         self.metadata = metadata
         self.operation_id = operation_id
         self.pacer = pacer
+        # What current_row() tells user code of the operation (its rows add their own).
+        self.scope = RowScope(operation_id, definition.name, created_by)
         self.validate_model = _validator(definition.row_model)  # the row model, uncalled
         self._keep_data = definition.track_row_data
         self._clock = CoarseClock()
@@ -134,6 +138,8 @@ class RowBasics:
             return converted
         parsed, row_id = converted
         if self.definition.overrides_validate_row:
+            retry_attempt = 0 if existing is None else existing.retry_attempt
+            token = row_frame.set((self.scope, raw.number, row_id, None, -1, 1, retry_attempt))
             try:
                 await self._validate(parsed, self.metadata)
             except ValidationError as exc:
@@ -141,6 +147,8 @@ class RowBasics:
             except Exception as exc:
                 failed = self.invalid(raw, ErrorType.PROCESSING, error_text(exc), row_id)
                 return _attempt(failed, existing)
+            finally:
+                row_frame.reset(token)
         return parsed, row_id
 
     async def pace(self, step_name: str | None = None, rate: RateLimit | None = None) -> None:
@@ -185,6 +193,8 @@ class RowRunner(RowBasics):
             return prepared
         row, row_id = prepared
         await self.pace()  # outside the try: a storage fault is not the row's failure
+        retry_attempt = 0 if existing is None else existing.retry_attempt
+        token = row_frame.set((self.scope, raw.number, row_id, PROCESS_STEP, 0, 1, retry_attempt))
         try:
             await self.process(row, self.metadata)
         except Exception as exc:
@@ -192,6 +202,8 @@ class RowRunner(RowBasics):
             record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
         else:
             record = self.new_record(raw, RowState.COMPLETED, row_id)
+        finally:
+            row_frame.reset(token)
         if existing is not None:
             record.retry_attempt = existing.retry_attempt
         return record
@@ -214,32 +226,40 @@ class RowRunner(RowBasics):
         """
         clock, process, metadata, now = perf_counter, self.process, self.metadata, self._clock.now
         validate, direct = self.validate_model, self.direct
-        for index in range(start, len(raws)):
-            began = clock()
-            raw = raws[index]
-            if not direct:
-                checked = await self._prepared(raw)
-            elif raw.error is not None or raw.values is None:
-                checked = self.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE)
-            else:
-                try:
-                    checked = validate(raw.values)
-                except pydantic.ValidationError as exc:
-                    checked = self.invalid(raw, ErrorType.VALIDATION, describe_errors(exc))
-            if not isinstance(checked, RowRecord):
-                try:
-                    await process(checked, metadata)
-                except Exception as exc:
-                    checked = self.new_record(raw, RowState.FAILED)
-                    checked.error_type = ErrorType.PROCESSING
-                    checked.error_message = error_text(exc)
+        # current_row(): a tuple marked per row (before anything of the row runs, so no
+        # code of a row sees the row before it); the context is built only when asked.
+        scope, mark = self.scope, row_frame.set
+        token = mark(None)
+        try:
+            for index in range(start, len(raws)):
+                began = clock()
+                raw = raws[index]
+                mark((scope, raw.number, None, PROCESS_STEP, 0, 1, 0))
+                if not direct:
+                    checked = await self._prepared(raw)
+                elif raw.error is not None or raw.values is None:
+                    checked = self.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE)
                 else:
-                    completed(raw.number, now())
-                    took(clock() - began)
-                    continue
-            took(clock() - began)
-            return index, checked
-        return None
+                    try:
+                        checked = validate(raw.values)
+                    except pydantic.ValidationError as exc:
+                        checked = self.invalid(raw, ErrorType.VALIDATION, describe_errors(exc))
+                if not isinstance(checked, RowRecord):
+                    try:
+                        await process(checked, metadata)
+                    except Exception as exc:
+                        checked = self.new_record(raw, RowState.FAILED)
+                        checked.error_type = ErrorType.PROCESSING
+                        checked.error_message = error_text(exc)
+                    else:
+                        completed(raw.number, now())
+                        took(clock() - began)
+                        continue
+                took(clock() - began)
+                return index, checked
+            return None
+        finally:
+            row_frame.reset(token)
 
     async def _prepared(self, raw: RawRow) -> Row | RowRecord:
         """``prepare`` (``validate_row`` included), then the wait for the rate limit."""

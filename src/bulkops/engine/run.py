@@ -218,16 +218,16 @@ class Run:
             failed = await self._retry.call(self._stores.operations.failed_rows, self.record.id)
         self._budget = FailureBudget(controls, total, failed)
         pacer = Pacer(self._p.gate, self._slots)
+        basics = (definition, instance, metadata, self.record.id)
+        created_by = self.record.created_by
         if definition.is_batch:
-            return BatchRunner(definition, instance, metadata, self.record.id, pacer=pacer)
+            return BatchRunner(*basics, pacer=pacer, created_by=created_by)
         if not definition.is_step_based:
-            return RowRunner(definition, instance, metadata, self.record.id, pacer=pacer)
+            return RowRunner(*basics, pacer=pacer, created_by=created_by)
         return PipelineRunner(
-            definition,
-            instance,
-            metadata,
-            self.record.id,
+            *basics,
             pacer=pacer,
+            created_by=created_by,
             rows=self._stores.rows,
             hub=self._p.hub,
             fence=Fence(self._held.worker_id, self._held.chunk),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
+
+from pydantic import Field
 
 import bulkops as bo
 
@@ -117,3 +120,53 @@ class OnboardEmployees(bo.PipelineOperation[OnboardingMeta, Employee]):
     @bo.step("Welcome email", order=4, allow_operation_retry=False)
     def send_welcome(self, row: Employee, metadata: OnboardingMeta) -> None:
         """Send the welcome email (a plain def runs in a worker thread)."""
+
+
+class PaymentProvider:
+    """A stand-in for a payment API that honours an Idempotency-Key, as Stripe's does: a
+    charge repeated with a key it has seen returns the first charge and charges nothing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # rows may call from several worker threads
+        self.charges: dict[str, tuple[str, int]] = {}  # idempotency key -> (customer, cents)
+
+    def charge(self, customer: str, amount_cents: int, *, idempotency_key: str) -> str:
+        """Charge ``customer`` once per key; returns the charge's id (the key)."""
+        with self._lock:
+            self.charges.setdefault(idempotency_key, (customer, amount_cents))
+        return idempotency_key
+
+
+class BillingMeta(bo.Metadata):
+    """What the charges are for."""
+
+    description: str | None = None
+
+
+class ChargeRow(bo.Row):
+    """One customer to charge."""
+
+    customer: str
+    amount_cents: int = Field(gt=0)
+
+
+@bo.operation(
+    "charge-customers",
+    description="Charge each customer of a file once, even when a row runs again",
+    retryable=True,
+    track_row_data=True,
+)
+class ChargeCustomers(bo.RowOperation[BillingMeta, ChargeRow]):
+    """Passes the row's idempotency key to the payment call.
+
+    A row may run more than once (a worker that dies before its finished rows are stored,
+    a retry of failed rows): the key is the same for every run of the row, so the provider
+    charges it once.
+    """
+
+    provider = PaymentProvider()  # the downstream system (one per process in this example)
+
+    async def process_row(self, row: ChargeRow, metadata: BillingMeta) -> None:
+        """Charge the customer under the row's idempotency key."""
+        key = bo.current_row().idempotency_key
+        self.provider.charge(row.customer, row.amount_cents, idempotency_key=key)

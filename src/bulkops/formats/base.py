@@ -310,8 +310,8 @@ def scan_lines(
     with ``chunk_rows`` find the byte offsets where rows 1, 1 + chunk_rows, ... begin.
 
     A line is a row unless only ``blank`` bytes remain once they are stripped from both
-    ends. The file is read in blocks, split on LF in C: a tenth of the cost of reading it
-    record by record. Returns None, having decided nothing, when a block of whole lines is
+    ends. The file is read in blocks, split on LF in C, never record by record in Python.
+    Returns None, having decided nothing, when a block of whole lines is
     not ``usable``, is not valid UTF-8, or a line is longer than a record may be: the
     caller then counts with its parser, which also names the row at fault.
     """

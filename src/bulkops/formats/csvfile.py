@@ -99,8 +99,8 @@ class _Lines:
         time while every line is one record csv accepts (see ``_plain``), then one checked
         and kept line at a time from the first block that is not like that.
 
-        Most files are plain from their first line to their last: csv.reader reads a
-        million rows in 0.59 s from blocks, 0.93 s from checked lines.
+        Most files are plain from their first line to their last, so most rows reach
+        csv.reader in blocks, without a check of their own.
         """
         if not self.seekable:
             return self

@@ -100,6 +100,31 @@ class GatewaySettings(BaseSettings):
     openapi_enabled: bool = Field(
         default=True, validation_alias=AliasChoices("BULKOPS_OPENAPI_ENABLED")
     )
+    max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        validation_alias=AliasChoices("BULKOPS_MAX_HEADER_BYTES"),
+        description="Largest request line and header fields a client may send (431 beyond).",
+    )
+    header_timeout: float = Field(
+        default=10,
+        gt=0,
+        validation_alias=AliasChoices("BULKOPS_HEADER_TIMEOUT"),
+        description="Seconds a client has to send a request's headers (408 after).",
+    )
+    body_timeout: float = Field(
+        default=20,
+        gt=0,
+        validation_alias=AliasChoices("BULKOPS_BODY_TIMEOUT"),
+        description="Longest pause in a request body, in seconds (408 after).",
+    )
+    body_min_rate: float = Field(
+        default=1024,
+        ge=0,
+        validation_alias=AliasChoices("BULKOPS_BODY_MIN_RATE"),
+        description="Slowest average body rate after its first BODY_TIMEOUT seconds, in "
+        "bytes per second (0: no minimum).",
+    )
 
     @field_validator("backends", mode="before")
     @classmethod

@@ -5,17 +5,17 @@ from __future__ import annotations
 from bulkops.service.catalog import CatalogService
 from bulkops.service.commands import CommandService
 from bulkops.service.feed import FeedService
-from bulkops.service.queries import QueryService, StatusView
-from bulkops.service.signals import SignalUseCase
+from bulkops.service.queries import OperationProgress, QueryService
+from bulkops.service.signals import SignalService
 from bulkops.service.submission import SubmissionService, Upload, ValidationResult
 
 __all__ = [
     "CatalogService",
     "CommandService",
     "FeedService",
+    "OperationProgress",
     "QueryService",
-    "SignalUseCase",
-    "StatusView",
+    "SignalService",
     "SubmissionService",
     "Upload",
     "ValidationResult",

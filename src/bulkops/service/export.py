@@ -190,8 +190,8 @@ class ExportService:
     def _report(
         self, operation_id: UUID, keep: RowFilter, encoder: _Encoder[ReportValues]
     ) -> AsyncIterator[bytes]:
-        """The report, from the rows' report values: about a quarter of the cost of
-        building a record per row, which took most of a 1M-row export's time."""
+        """The report, from the rows' report values, without building a record per
+        row (which would cost most of a large export's time)."""
         batches = self._rows.report_batches(operation_id, batch_size=FLUSH_ROWS, states=keep.states)
         return _encoded(batches, keep.matches_report, encoder)
 

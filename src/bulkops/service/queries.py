@@ -31,7 +31,7 @@ def clamp_paging(page: int | None, page_size: int | None) -> tuple[int, int]:
 
 
 @dataclass(frozen=True, slots=True)
-class StatusView:
+class OperationProgress:
     """Status and progress of one operation."""
 
     status: OperationStatus
@@ -42,7 +42,7 @@ class StatusView:
     progress: int
 
     @classmethod
-    def of(cls, record: OperationRecord) -> StatusView:
+    def of(cls, record: OperationRecord) -> OperationProgress:
         """Build from a record; progress is floor(processed*100/total), 0 when total is 0."""
         total, processed = record.total_rows, record.processed_rows
         progress = min(processed * 100 // total, 100) if total > 0 else 0
@@ -89,9 +89,9 @@ class QueryService:
         """A page of operations, newest first."""
         return await self._operations.list(query)
 
-    async def status(self, operation_id: UUID) -> StatusView:
+    async def status(self, operation_id: UUID) -> OperationProgress:
         """Status and progress."""
-        return StatusView.of(await self.get(operation_id))
+        return OperationProgress.of(await self.get(operation_id))
 
     async def errors(
         self,

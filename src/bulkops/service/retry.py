@@ -9,8 +9,8 @@ from uuid import UUID
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition, StepDefinition
 from bulkops.definition.registry import Registry
-from bulkops.engine.scheduler import Scheduler
 from bulkops.errors import BadRequest, Conflict, NotFound
+from bulkops.service.ports import WorkQueue
 from bulkops.service.queries import clamp_paging
 from bulkops.storage.ports import OperationStore, RetryStore, RowStore
 from bulkops.storage.records import OperationRecord, Page, RetryRequest, RetrySnapshot, RowQuery
@@ -48,7 +48,7 @@ class RetryService:
         operations: OperationStore,
         rows: RowStore,
         retries: RetryStore,
-        scheduler: Scheduler,
+        work: WorkQueue,
         *,
         max_retry_attempts: int,
     ) -> None:
@@ -56,7 +56,7 @@ class RetryService:
         self._operations = operations
         self._rows = rows
         self._retries = retries
-        self._scheduler = scheduler
+        self._work = work
         self._max_attempts = max_retry_attempts
 
     async def _get(self, operation_id: UUID) -> OperationRecord:
@@ -147,7 +147,7 @@ class RetryService:
             )
         result.rows_submitted = started.rows_reset
         if started.rows_reset:
-            self._scheduler.enqueue(record.id)
+            self._work.enqueue(record.id)
         return result
 
     async def _skip_disallowed_steps(

@@ -21,7 +21,6 @@ from bulkops.definition.models import Metadata, dump_metadata
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry
 from bulkops.engine.invoke import error_text, invoke
-from bulkops.engine.scheduler import Scheduler
 from bulkops.errors import (
     BadRequest,
     PayloadTooLarge,
@@ -32,6 +31,7 @@ from bulkops.formats import FileFormat, detect_format
 from bulkops.service.columns import parse_column_map
 from bulkops.service.idempotency import Fingerprint, check_key
 from bulkops.service.notifications import parse_notifications
+from bulkops.service.ports import WorkQueue
 from bulkops.service.preflight import check_file
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.ports import FileStore, OperationStore
@@ -87,7 +87,7 @@ class SubmissionService:
         registry: Registry,
         operations: OperationStore,
         files: FileStore,
-        scheduler: Scheduler,
+        work: WorkQueue,
         *,
         service_name: str,
         max_upload_bytes: int,
@@ -98,7 +98,7 @@ class SubmissionService:
         self._registry = registry
         self._operations = operations
         self._files = files
-        self._scheduler = scheduler
+        self._work = work
         self._service_name = service_name
         self._max_upload_bytes = max_upload_bytes
         self._idempotency_ttl = idempotency_ttl
@@ -165,7 +165,7 @@ class SubmissionService:
         column_map: str | None = None,
         idempotency_key: str | None = None,
     ) -> Created:
-        """Store the file and a Pending operation, then ask the scheduler to process it.
+        """Store the file and a Pending operation, then hand it on to be processed.
 
         With ``idempotency_key``, a request the same principal already made with that key
         (within the idempotency TTL) creates nothing and answers the first operation.
@@ -220,7 +220,7 @@ class SubmissionService:
         if used is not None:
             await self._files.delete(stored.file_id)
             return await self._replay(used, fingerprint.hexdigest())
-        self._scheduler.enqueue(record.id)
+        self._work.enqueue(record.id)
         return Created(record)
 
     async def _replay(self, used: KeyInUse, fingerprint: str) -> Created:

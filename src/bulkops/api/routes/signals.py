@@ -21,7 +21,7 @@ async def signal_step(
     operation_id: OperationId, key: str, runtime: RuntimeDep
 ) -> SignalResultSchema:
     """Complete the waiting step of the row that started waiting first under ``key``."""
-    result = await runtime.signal_requests.signal(operation_id, key, succeeded=True)
+    result = await runtime.signals.signal(operation_id, key, succeeded=True)
     return SignalResultSchema.of(result)
 
 
@@ -50,7 +50,5 @@ async def fail_step(
     except ValueError:
         raise BadRequest('Body must be JSON: {"errorMessage": "..."}') from None
     message = body.get("errorMessage") if isinstance(body, dict) else None
-    result = await runtime.signal_requests.signal(
-        operation_id, key, succeeded=False, error_message=message
-    )
+    result = await runtime.signals.signal(operation_id, key, succeeded=False, error_message=message)
     return SignalResultSchema.of(result)

@@ -55,9 +55,8 @@ POSTGRES_UNNEST = (
 
 
 # Large batches go through COPY (binary) into a staging table of the session, then one
-# set-based upsert from it. Measured on batches of 2,000 rows against this module's other
-# paths: 1.7x the rows/s of the executemany for rows with JSON, 3x unnest's for rows
-# without; below about 64 rows COPY's extra round trips cost more than they save.
+# set-based upsert from it: the fastest of this module's paths for large batches, with or
+# without JSON; below about 64 rows COPY's extra round trips cost more than they save.
 COPY_MIN_ROWS = 64
 _COPY_TYPES = {
     "operation_id": "uuid",
@@ -104,9 +103,9 @@ def encode_rows(dialect_name: str, operation_id: UUID, rows: Sequence[RowRecord]
 def postgres_upsert(operation_id: UUID, rows: Sequence[RowRecord]) -> tuple[str, Any]:
     """The SQL and driver parameters that upsert ``rows`` on PostgreSQL.
 
-    One ``unnest`` statement for batches without JSON payloads (about 1.5x the rows/s of
+    One ``unnest`` statement for batches without JSON payloads (one statement instead of
     psycopg's async executemany), the executemany otherwise (casting arrays of JSON text to
-    jsonb made unnest slower there).
+    jsonb would make unnest the slower one there).
     """
     encoded = encode_rows("postgresql", operation_id, rows)
     if any(row.steps or row.row_data is not None for row in rows):

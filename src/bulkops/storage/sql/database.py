@@ -321,9 +321,9 @@ Outcome = tuple[bool, Any]  # (returned, its value) or (raised, the exception)
 
 class _WriteGroup:
     """Group commit for the SQLite writer thread. Each transaction is a thread hop and a
-    turn of the event loop to hand its result back; twenty signals at once queued behind
-    each other for them (a signal answered in 16-19 ms, the event loop idle 40% of the
-    time). Writes that arrive while a group is stored go together in the next one."""
+    turn of the event loop to hand its result back, so many small writes at once (signals)
+    would queue behind each other for them. Writes that arrive while a group is stored go
+    together in the next one."""
 
     def __init__(
         self,

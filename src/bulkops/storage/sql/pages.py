@@ -31,7 +31,7 @@ from bulkops.storage.states import ChunkState, OperationStatus, RowState
 _COUNTS_KEPT = 256  # operations whose counts a process keeps
 _SETTLED = frozenset({OperationStatus.COMPLETED, OperationStatus.COMPLETED_WITH_ERRORS})
 # A page of Completed rows skips the others by their row numbers when there are at most
-# this many (read from the state index: a few milliseconds).
+# this many (read from the state index, so the read stays small).
 _FEW_OTHERS = 10_000
 
 
@@ -222,10 +222,10 @@ def _all_but_few(
     only one Completed rows carry (with or without the Completed filter).
 
     Completed rows are left out of the state index, so counting them, or skipping to a
-    deep page of them, would read every row of the operation (140 ms for a page of a
-    1M-row operation, 270 ms for its last). Here they are the row numbers less the
-    others left out, which the index lists: the count is a subtraction, and the page
-    starts after the row number below which exactly its offset of wanted rows lie.
+    deep page of them, would read every row of the operation. Here they are the row
+    numbers less the others left out, which the index lists: the count is a subtraction,
+    and the page starts after the row number below which exactly its offset of wanted
+    rows lie.
     """
     if query.after is not None or replace(query, state=None, step_name=None).filtered:
         return None
@@ -280,8 +280,8 @@ def _split_count(conn: Connection, query: RowQuery) -> _SplitCount | None:
     Done chunk holds every row of its range it will ever hold; retries update rows,
     never add them): they are counted once, as the prefix of Done chunks grows, and
     kept. Only the rows after it are counted at each call: those of the chunks being
-    processed, instead of the whole operation (80 ms at a million rows, every time
-    the dashboard of a running operation polls its rows).
+    processed, so a poll of a running operation's rows (the dashboard's) costs in
+    proportion to the rows in progress, not to the operation.
     """
     c = chunks.c
     ranges = conn.execute(
