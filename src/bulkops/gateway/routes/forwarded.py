@@ -17,7 +17,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bulkops.errors import NotFound, PayloadTooLarge
-from bulkops.gateway.backend import Backend
+from bulkops.gateway.backend import Backend, BackendFailure
+from bulkops.gateway.errors import BackendUnavailable
 from bulkops.gateway.forwarding import relay, target_of, until_disconnect
 from bulkops.gateway.gateway import gateway_of
 from bulkops.gateway.openapi import instance_routes
@@ -26,6 +27,9 @@ from bulkops.gateway.openapi import instance_routes
 MAX_BODY_BYTES = 1024 * 1024
 OPERATION_ROUTES = "/api/bulks/{id}"
 DEFINITION_ROUTES = "/api/operations/{name}"
+# Routes about the caller: every backend knows the same credentials, so the first that
+# answers says.
+CALLER_ROUTES = ("/api/me",)
 
 
 async def _small_body(request: Request) -> bytes:
@@ -79,6 +83,22 @@ async def forward_by_name(request: Request) -> Response:
     return await _forward(request, owner)
 
 
+async def forward_to_any(request: Request) -> Response:
+    """A route about the caller: sent to the first backend that answers."""
+    gateway = gateway_of(request)
+    headers = gateway.headers_for(request)
+    failures = []
+    for backend in gateway.backends.values():
+        outgoing = backend.request(request.method, target_of(request), headers=headers)
+        try:
+            upstream = await until_disconnect(request, backend.send(outgoing, stream=True))
+        except BackendFailure as exc:
+            failures.append(f"{exc.backend} {exc.reason}")
+            continue
+        return await relay(upstream)
+    raise BackendUnavailable("No backend answered: " + ("; ".join(failures) or "none configured"))
+
+
 def forwarded_routes() -> list[Route]:
     """A forwarding route for every instance route of one operation or one definition."""
     routes = []
@@ -87,4 +107,6 @@ def forwarded_routes() -> list[Route]:
             routes.append(Route(path, forward_by_id, methods=methods, include_in_schema=False))
         elif path.startswith(DEFINITION_ROUTES):
             routes.append(Route(path, forward_by_name, methods=methods, include_in_schema=False))
+        elif path in CALLER_ROUTES:
+            routes.append(Route(path, forward_to_any, methods=methods, include_in_schema=False))
     return routes
