@@ -1,4 +1,8 @@
-"""Who is calling: GET /api/me (the dashboard shows it)."""
+"""Who is calling: GET /api/me, for the dashboard's header.
+
+Left out of the API description: the description is the HTTP contract, and this route is
+the dashboard's (like its pages), not part of it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from bulkops.api.auth import principal_of
 from bulkops.api.deps import TenantDep
 from bulkops.api.schemas import CallerSchema
 
-router = APIRouter(tags=["caller"])
+router = APIRouter(tags=["caller"], include_in_schema=False)
 
 
 @router.get(

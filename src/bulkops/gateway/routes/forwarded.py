@@ -27,9 +27,9 @@ from bulkops.gateway.openapi import instance_routes
 MAX_BODY_BYTES = 1024 * 1024
 OPERATION_ROUTES = "/api/bulks/{id}"
 DEFINITION_ROUTES = "/api/operations/{name}"
-# Routes about the caller: every backend knows the same credentials, so the first that
-# answers says.
-CALLER_ROUTES = ("/api/me",)
+# The route about the caller (not in the description: the dashboard's): every backend
+# knows the same credentials, so the first that answers says.
+CALLER_ROUTE = "/api/me"
 
 
 async def _small_body(request: Request) -> bytes:
@@ -100,13 +100,13 @@ async def forward_to_any(request: Request) -> Response:
 
 
 def forwarded_routes() -> list[Route]:
-    """A forwarding route for every instance route of one operation or one definition."""
+    """A forwarding route for every instance route of one operation or one definition, and
+    for the caller route."""
     routes = []
     for path, methods in instance_routes():
         if path.startswith(OPERATION_ROUTES):
             routes.append(Route(path, forward_by_id, methods=methods, include_in_schema=False))
         elif path.startswith(DEFINITION_ROUTES):
             routes.append(Route(path, forward_by_name, methods=methods, include_in_schema=False))
-        elif path in CALLER_ROUTES:
-            routes.append(Route(path, forward_to_any, methods=methods, include_in_schema=False))
+    routes.append(Route(CALLER_ROUTE, forward_to_any, methods=["GET"], include_in_schema=False))
     return routes
