@@ -372,3 +372,26 @@ async def test_an_idempotent_replay_is_not_refused_by_the_limit(
     assert first.status_code == again.status_code == 201
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json() == first.json()
+
+
+async def test_an_idempotency_key_never_replays_another_tenants_operation(
+    make_client: ClientFactory,
+) -> None:
+    # Two tenants each have an "alice": the key is hers within her tenant only.
+    tokens = {
+        "acme-alice": {"role": "operate", "name": "alice", "tenant": "acme"},
+        "globex-alice": {"role": "operate", "name": "alice", "tenant": "globex"},
+    }
+    client = await make_client(auth_tokens=json.dumps(tokens))
+    data = {"operationName": "record", "metadata": json.dumps({"requestedBy": "tests"})}
+    files = {"file": ("rows.csv", ROWS.encode(), "text/csv")}
+    key = {"Idempotency-Key": "same-key"}
+    acme = await client.post(
+        "/api/bulks", data=data, files=files, headers={**bearer("acme-alice"), **key}
+    )
+    globex = await client.post(
+        "/api/bulks", data=data, files=files, headers={**bearer("globex-alice"), **key}
+    )
+    assert acme.status_code == globex.status_code == 201
+    assert "Idempotent-Replayed" not in globex.headers
+    assert globex.json()["operationId"] != acme.json()["operationId"]

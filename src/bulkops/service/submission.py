@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -227,7 +228,7 @@ class SubmissionService:
         claim = None
         if key is not None:
             expires = now - timedelta(seconds=self._idempotency_ttl)
-            claim = IdempotencyKey(record.created_by, key, fingerprint.hexdigest(), expires)
+            claim = IdempotencyKey(_key_owner(record), key, fingerprint.hexdigest(), expires)
         try:
             used = await self._operations.add(
                 record, [created_event(record, now)], idempotency=claim, limit=self._active_limit
@@ -324,6 +325,16 @@ class SubmissionService:
             yield path
         finally:
             path.unlink(missing_ok=True)
+
+
+def _key_owner(record: OperationRecord) -> str:
+    """Whose ``Idempotency-Key`` it is: the creator, within its tenant. Two tenants may each
+    have an "alice"; a key of one must never replay (and so reveal) the other's operation.
+    A digest keeps the pair within the column's 200 characters."""
+    if record.tenant is None:
+        return record.created_by
+    pair = f"{record.tenant}\0{record.created_by}".encode()
+    return "tenant:" + hashlib.sha256(pair).hexdigest()
 
 
 def _invalid_metadata(errors: list[str]) -> Unprocessable:
