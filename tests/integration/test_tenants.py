@@ -148,6 +148,9 @@ async def test_lists_and_feeds_leave_other_tenants_out(service: httpx.AsyncClien
         for token, own in ((ACME, acme_id), (GLOBEX, globex_id)):
             events = (await service.get("/api/events", params=query, headers=bearer(token))).json()
             assert events and {e["operationId"] for e in events} == {own}, (token, query)
+    mine = (await service.get("/api/events", params={"since": 0}, headers=bearer(ACME))).json()
+    types = {e["type"] for e in mine}
+    assert {"Created", "StatusChanged", "RowFailed", "Completed"} <= types  # row events too
     every = (await service.get("/api/events", params={"since": 0}, headers=bearer(ADMIN))).json()
     assert {e["operationId"] for e in every} == {acme_id, globex_id}
 
@@ -395,3 +398,18 @@ async def test_an_idempotency_key_never_replays_another_tenants_operation(
     assert acme.status_code == globex.status_code == 201
     assert "Idempotent-Replayed" not in globex.headers
     assert globex.json()["operationId"] != acme.json()["operationId"]
+
+
+async def test_chunked_operations_keep_their_tenant_in_every_event(
+    make_client: ClientFactory,
+) -> None:
+    client = await make_client(auth_tokens=json.dumps(TOKENS), chunk_rows=2, row_helpers=1)
+    rows = "name,email\n" + "".join(f"p{i},{'bad' if i % 3 else 'ok@x'}\n" for i in range(9))
+    created = await create_as(client, ACME, rows)
+    operation_id = created.json()["operationId"]
+    client.headers.update(bearer(ACME))
+    assert (await wait_status(client, operation_id))["status"] == "CompletedWithErrors"
+    mine = (await client.get("/api/events", params={"since": 0})).json()
+    assert sum(e["type"] == "RowFailed" for e in mine) == 6
+    theirs = (await client.get("/api/events", params={"since": 0}, headers=bearer(GLOBEX))).json()
+    assert theirs == []
