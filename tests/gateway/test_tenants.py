@@ -102,3 +102,21 @@ def test_each_credential_has_a_log_of_its_own_and_the_least_recent_is_dropped() 
     feeds.log_for([("authorization", "Bearer bob")])
     assert feeds.log_for(alice) is first
     assert feeds.log_for([]) is not anonymous
+
+
+async def test_the_active_limit_answers_through_the_gateway(
+    make_backend: BackendFactory, make_gateway: GatewayFactory
+) -> None:
+    secured = {"auth_tokens": json.dumps(TOKENS), "tenant_max_active": 1, "role": "api"}
+    gateway = await make_gateway([await make_backend("a", **secured)])
+    assert (await gateway.get("/api/operations", headers=bearer(ACME))).status_code == 200
+    await create_as(gateway, ACME, "alpha-import")
+    refused = await gateway.post(
+        "/api/bulks",
+        data={"operationName": "alpha-import", "metadata": "{}"},
+        files={"file": ("rows.csv", b"name\nx\n", "text/csv")},
+        headers=bearer(ACME),
+    )
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
+    assert "BULKOPS_TENANT_MAX_ACTIVE=1" in refused.json()["error"]
+    await create_as(gateway, GLOBEX, "alpha-import")  # another tenant is not affected

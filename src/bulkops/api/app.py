@@ -115,6 +115,11 @@ def create_app(
             allow_credentials=True,
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["Content-Disposition", "Location", "Idempotent-Replayed"],
+            expose_headers=[
+                "Content-Disposition",
+                "Location",
+                "Idempotent-Replayed",
+                "Retry-After",
+            ],
         )
     return app
