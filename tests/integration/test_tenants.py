@@ -413,3 +413,11 @@ async def test_chunked_operations_keep_their_tenant_in_every_event(
     assert sum(e["type"] == "RowFailed" for e in mine) == 6
     theirs = (await client.get("/api/events", params={"since": 0}, headers=bearer(GLOBEX))).json()
     assert theirs == []
+
+
+async def test_the_default_jwt_claim_is_tenant(make_client: ClientFactory) -> None:
+    client = await make_client(auth_jwt_secret=SECRET)
+    acme = bearer(hs256(tenant="acme"))
+    assert (await client.get("/api/me", headers=acme)).json() == {"name": "alice", "tenant": "acme"}
+    other = bearer(hs256(org="acme"))  # another claim names no tenant: unscoped
+    assert (await client.get("/api/me", headers=other)).json() == {"name": "alice"}
