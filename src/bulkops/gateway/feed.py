@@ -51,9 +51,11 @@ FEED_PATH = "/api/events"
 PULL_LIMIT = 1000  # events per backend request: an instance's largest page
 MAX_PULLS = 10  # backend requests per backend and feed request, so one request stays bounded
 DEFAULT_TAIL = 10_000
-# Caller logs kept at once; the least recently read is dropped first (a caller coming back
-# starts a fresh log, numbered to continue above the numbers it was given before).
-MAX_CALLER_LOGS = 32
+# Caller logs kept at once, and the events each keeps: at most 40,000 events in all. The
+# least recently read log is dropped first (a caller coming back starts a fresh log,
+# numbered to continue above the numbers it was given before).
+MAX_CALLER_LOGS = 16
+CALLER_TAIL = 2_500
 REFUSED = frozenset({401, 403})
 
 Params = Sequence[tuple[str, str]]
@@ -186,7 +188,7 @@ class CallerFeeds:
         self,
         backends: Sequence[Backend],
         timeout: float,
-        tail: int = DEFAULT_TAIL,
+        tail: int = CALLER_TAIL,
         most: int = MAX_CALLER_LOGS,
     ) -> None:
         self._backends = list(backends)
