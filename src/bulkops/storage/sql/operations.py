@@ -72,7 +72,8 @@ async def _check_active(conn: AsyncConnection, record: OperationRecord, most: in
         owner = and_(_o.tenant.is_(None), _o.created_by == record.created_by)
     if conn.dialect.name == "postgresql":
         await conn.execute(_TENANT_LOCK, {"key": key})
-    # The status index finds the active operations; few are active at any time.
+    # A tenant's count reads its (tenant, status) index; a creator's, the status index (few
+    # operations are active at any time).
     count = select(func.count()).where(_o.status.in_(ACTIVE_STATUSES), owner)
     active = int((await conn.execute(count)).scalar_one())
     if active >= most:

@@ -80,15 +80,22 @@ operations = Table(
 
 # Listing pages newest first with id as the tie-breaker.
 Index("ix_operations_created_at_id", operations.c.created_at.desc(), operations.c.id)
-# A tenant's list pages (0011). Partial: operations without a tenant are listed by the index
-# above, and cost nothing here. A tenant's active count reads the status index instead
-# (active operations are few).
+# A tenant's list pages, and its active count at each create under a limit (0011); both
+# read only that tenant's entries. Partial: operations without a tenant cost nothing here
+# (their creator's active count reads the status index: active operations are few).
 TENANTED = "tenant IS NOT NULL"
 Index(
     "ix_operations_tenant_created_at",
     operations.c.tenant,
     operations.c.created_at.desc(),
     operations.c.id,
+    sqlite_where=text(TENANTED),
+    postgresql_where=text(TENANTED),
+)
+Index(
+    "ix_operations_tenant_status",
+    operations.c.tenant,
+    operations.c.status,
     sqlite_where=text(TENANTED),
     postgresql_where=text(TENANTED),
 )

@@ -1,4 +1,5 @@
-"""Tenants: the tenant stamped on each operation and its events, and their indexes.
+"""Tenants: the tenant stamped on each operation and its events, and their indexes (a
+tenant's list, its active count, its feed).
 
 Both columns are nullable: operations created before, or by unscoped principals, have no
 tenant. The indexes are partial (tenant IS NOT NULL), so a service without tenants pays
@@ -38,6 +39,13 @@ def upgrade() -> None:
         postgresql_where=TENANTED,
     )
     op.create_index(
+        "ix_operations_tenant_status",
+        "operations",
+        ["tenant", "status"],
+        sqlite_where=TENANTED,
+        postgresql_where=TENANTED,
+    )
+    op.create_index(
         "ix_events_tenant_sequence",
         "events",
         ["tenant", "sequence"],
@@ -49,6 +57,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop the tenant columns and their indexes."""
     op.drop_index("ix_events_tenant_sequence", table_name="events")
+    op.drop_index("ix_operations_tenant_status", table_name="operations")
     op.drop_index("ix_operations_tenant_created_at", table_name="operations")
     with op.batch_alter_table("events") as batch:
         batch.drop_column("tenant")
