@@ -7,6 +7,9 @@ import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+import pytest
+from sqlalchemy import text
+
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.records import (
     ActiveLimit,
@@ -113,3 +116,39 @@ async def test_a_refused_add_records_no_idempotency_key_and_a_replay_wins(
     )
     later = make_operation(tenant="acme")
     assert await stores.operations.add(later, idempotency=other) is None  # k2 was free
+
+
+PLANS = [
+    (
+        "SELECT count(*) FROM operations WHERE status IN ('Pending', 'Running', 'Retrying') "
+        "AND tenant = 'acme'",
+        "ix_operations_tenant_status",
+    ),
+    (
+        "SELECT * FROM operations WHERE tenant = 'acme' ORDER BY created_at DESC, id LIMIT 25",
+        "ix_operations_tenant_created_at",
+    ),
+    (
+        "SELECT * FROM events WHERE tenant = 'acme' AND sequence > 10 ORDER BY sequence LIMIT 100",
+        "ix_events_tenant_sequence",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "index"), PLANS)
+async def test_a_tenants_reads_use_its_own_index_entries(
+    stores: Stores, sql: str, index: str
+) -> None:
+    """A tenant's active count, list page and feed read only its entries of a partial index,
+    in order (no sort), however many operations other tenants or it has finished."""
+    if stores.database is None:
+        pytest.skip("query plans are a SQL matter")
+    async with stores.database.read() as conn:
+        if stores.kind == "sqlite":
+            rows = (await conn.execute(text(f"EXPLAIN QUERY PLAN {sql}"))).all()
+            plan = " | ".join(str(row[-1]) for row in rows)
+        else:
+            await conn.execute(text("SET LOCAL enable_seqscan = off"))
+            plan = " | ".join(str(row[0]) for row in await conn.execute(text(f"EXPLAIN {sql}")))
+    assert index in plan, plan
+    assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
