@@ -16,7 +16,8 @@ Every error the library raises on purpose derives from ``BulkOpsError``::
         ├── Unprocessable        422 (carries a validation result)
         ├── UnsupportedMediaType 415
         ├── PayloadTooLarge      413
-        └── Conflict             409
+        ├── Conflict             409
+        └── TooManyRequests      429 (with Retry-After)
 
 Driver exceptions (SQLAlchemy, psycopg, obstore) never leave the storage adapters.
 """
@@ -113,3 +114,14 @@ class Conflict(ServiceError):
     """The resource's current state forbids the request."""
 
     status_code = 409
+
+
+class TooManyRequests(ServiceError):
+    """A limit refuses the request for now (429); try again after ``retry_after`` seconds
+    (sent as ``Retry-After``)."""
+
+    status_code = 429
+
+    def __init__(self, message: str, *, retry_after: int, **extra: Any) -> None:
+        super().__init__(message, **extra)
+        self.retry_after = retry_after

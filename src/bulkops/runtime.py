@@ -188,6 +188,7 @@ class Runtime:
                 service_name=settings.service_name,
                 max_upload_bytes=settings.max_upload_bytes,
                 idempotency_ttl=settings.idempotency_ttl,
+                tenant_max_active=settings.tenant_max_active,
                 channels=frozenset(channels),
             ),
             queries=QueryService(operations, rows, files, deliveries),

@@ -29,12 +29,24 @@ class TokenGrant(BaseModel):
         role: ``read`` (GET routes) or ``operate`` (every route; operate implies read).
         name: The principal recorded as ``createdBy``; default ``token-`` plus the first
             8 hex digits of the token's SHA-256.
+        tenant: The tenant the token acts for: it sees and changes only that tenant's
+            operations. None: every operation (an unscoped credential).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: Literal["read", "operate"]
     name: str | None = Field(default=None, min_length=1)
+    tenant: str | None = Field(default=None, max_length=200)
+
+    @field_validator("tenant", mode="before")
+    @classmethod
+    def _tenant_text(cls, value: Any) -> Any:
+        # A tenant that is there but unusable must stop the start: read as "no tenant" it
+        # would let the token see every tenant's operations.
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"tenant must be a non-empty string, not {value!r}")
+        return value.strip()
 
 
 def _token_grants(value: Any) -> Any:
@@ -201,7 +213,8 @@ class Settings(BaseSettings):
     auth_tokens: Annotated[dict[str, TokenGrant], NoDecode] = Field(
         default_factory=dict,
         repr=False,
-        description='Static bearer tokens: JSON {"<token>": "read"|"operate"|{"role", "name"}}.',
+        description='Static bearer tokens: JSON {"<token>": "read"|"operate"|{"role", "name", '
+        '"tenant"}}.',
     )
     auth_jwt_secret: SecretStr | None = Field(
         default=None, description="HS256 shared secret for JWT bearer tokens (32+ bytes)."
@@ -241,6 +254,24 @@ class Settings(BaseSettings):
         default=None,
         pattern=_POLICY_PATTERN,
         description="Custom operate policy, module:callable(principal, request) -> bool.",
+    )
+    # Tenants (docs/guides/tenants.md): a principal with a tenant sees only its operations.
+    auth_jwt_tenant_claim: str = Field(
+        default="tenant",
+        min_length=1,
+        description="The JWT claim naming the caller's tenant.",
+    )
+    tenant_resolver: str | None = Field(
+        default=None,
+        pattern=_POLICY_PATTERN,
+        description="Names the tenant of a caller whose credential carries none, "
+        "module:callable(principal, request) -> str | None.",
+    )
+    tenant_max_active: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most Pending, Running or Retrying operations of one tenant (its "
+        "tenant, else its creator); unset: no limit.",
     )
 
     @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")

@@ -5,15 +5,25 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from bulkops.api.auth import AccessControl, UserResolver
 from bulkops.api.auth.middleware import OPENAPI_URL, AccessMiddleware
+from bulkops.api.deps import operation_in_scope
 from bulkops.api.errors import install_error_handlers
 from bulkops.api.openapi import install_openapi
 from bulkops.api.request_metrics import RequestMetricsMiddleware
-from bulkops.api.routes import bulks, events, export, health, notifications, retry, signals
+from bulkops.api.routes import (
+    bulks,
+    caller,
+    events,
+    export,
+    health,
+    notifications,
+    retry,
+    signals,
+)
 from bulkops.api.routes import metrics as metrics_routes
 from bulkops.api.routes import operations as discovery
 from bulkops.dashboard import dashboard_router
@@ -45,7 +55,8 @@ def create_app(
         ``"api"``, processes operations in the background.
 
     Raises:
-        AuthConfigurationError: A custom policy (``BULKOPS_*_POLICY``) cannot be loaded.
+        AuthConfigurationError: A custom policy (``BULKOPS_*_POLICY``) or the tenant
+            resolver (``BULKOPS_TENANT_RESOLVER``) cannot be loaded.
     """
     settings = settings or Settings()
     registry = build_registry(operations, settings)
@@ -72,10 +83,22 @@ def create_app(
         docs_url="/docs" if settings.openapi_enabled else None,
         redoc_url=None,
         lifespan=lifespan,
+        # Tenants: every route of one operation, present and future, is scoped here.
+        dependencies=[Depends(operation_in_scope)],
     )
     app.state.access = access
     install_error_handlers(app)
-    routes_in_order = (discovery, bulks, notifications, export, retry, signals, events, health)
+    routes_in_order = (
+        discovery,
+        bulks,
+        notifications,
+        export,
+        retry,
+        signals,
+        events,
+        caller,
+        health,
+    )
     for routes in (*routes_in_order, metrics_routes):
         app.include_router(routes.router)
     app.include_router(dashboard_router())
@@ -92,6 +115,11 @@ def create_app(
             allow_credentials=True,
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["Content-Disposition", "Location", "Idempotent-Replayed"],
+            expose_headers=[
+                "Content-Disposition",
+                "Location",
+                "Idempotent-Replayed",
+                "Retry-After",
+            ],
         )
     return app

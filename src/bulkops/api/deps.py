@@ -30,6 +30,41 @@ async def get_access(request: Request) -> AccessControl:
     return access
 
 
+async def caller_tenant(request: Request) -> str | None:
+    """The caller's tenant (None: it sees every tenant), found once per request."""
+    access: AccessControl = request.app.state.access
+    return await access.tenant_of(request)
+
+
+async def operation_in_scope(request: Request) -> None:
+    """Every route of one operation (an ``{id}`` path parameter under ``/api/``) answers
+    404 for another tenant's operation, before the route runs.
+
+    Installed on the whole app, so a route added later is scoped without asking for it.
+    Unscoped callers cost nothing here; a scoped caller's operation is read once more.
+    """
+    raw = request.path_params.get("id")
+    if raw is None or not _api_path(request):
+        return
+    tenant = await caller_tenant(request)
+    if tenant is None:
+        return
+    try:
+        wanted = uuid.UUID(str(raw))
+    except ValueError:
+        raise NotFound(f"Operation {raw} not found") from None
+    runtime: Runtime = request.app.state.runtime
+    await runtime.queries.get(wanted, tenant=tenant)
+
+
+def _api_path(request: Request) -> bool:
+    path: str = request.scope["path"]
+    root: str = request.scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path.startswith("/api/")
+
+
 async def operation_id(
     id: Annotated[
         str, Path(description="The operation's GUID", json_schema_extra={"format": "uuid"})
@@ -108,3 +143,4 @@ Limit = Annotated[
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 AccessDep = Annotated[AccessControl, Depends(get_access)]
 OperationId = Annotated[uuid.UUID, Depends(operation_id)]
+TenantDep = Annotated[str | None, Depends(caller_tenant)]

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from bulkops.api.auth.errors import NotAuthenticated
-from bulkops.errors import ServiceError, StorageError
+from bulkops.errors import ServiceError, StorageError, TooManyRequests
 
 log = logging.getLogger("bulkops.api")
 
@@ -32,8 +32,13 @@ def error_response(
 
 
 def service_error_response(exc: ServiceError) -> JSONResponse:
-    """The answer to a refused request; a 401 carries its ``WWW-Authenticate`` challenge."""
-    headers = {"WWW-Authenticate": exc.challenge} if isinstance(exc, NotAuthenticated) else None
+    """The answer to a refused request; a 401 carries its ``WWW-Authenticate`` challenge, a
+    429 its ``Retry-After``."""
+    headers = None
+    if isinstance(exc, NotAuthenticated):
+        headers = {"WWW-Authenticate": exc.challenge}
+    elif isinstance(exc, TooManyRequests):
+        headers = {"Retry-After": str(exc.retry_after)}
     return error_response(exc.status_code, exc.message, headers=headers, **exc.extra)
 
 

@@ -150,6 +150,14 @@ class OperationSchema(Schema):
     error_message: str | None = None
     column_map: dict[str, str] | None = None
     schema_version: str | None = None
+    tenant: str | None = None
+
+
+class CallerSchema(Schema):
+    """Who is calling (GET /api/me)."""
+
+    name: str | None = None
+    tenant: str | None = None
 
 
 class StatusSchema(Schema):

@@ -276,7 +276,11 @@ def list_operations(
         from rich.console import Console
         from rich.table import Table
 
-        table = Table("Id", "Operation", "Status", "Rows", "Errors", "Created by", "Created at")
+        # The tenant column only when some operation has one: a service without tenants
+        # lists as before.
+        tenants = any(item.tenant for item in found.items)
+        columns = ["Id", "Operation", "Status", "Rows", "Errors", "Created by", "Created at"]
+        table = Table(*columns, *(["Tenant"] if tenants else []))
         for item in found.items:
             table.add_row(
                 str(item.id),
@@ -286,6 +290,7 @@ def list_operations(
                 str(item.error_count),
                 item.created_by,
                 item.created_at.isoformat(timespec="seconds"),
+                *([item.tenant or ""] if tenants else []),
             )
         Console().print(table)
         typer.echo(f"Page {found.page}, {found.total_count} operations in all")
@@ -296,10 +301,17 @@ def list_operations(
 def status(
     operation_id: OperationId, url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False
 ) -> None:
-    """Show an operation's status and progress."""
+    """Show an operation's status and progress (and its tenant, when it has one)."""
     with connected(url, token) as client:
         found = client.get_bulk_status(operation_id)
-    emit(found, as_json, lambda: _print_status(found))
+        tenant = None if as_json else client.get_bulk(operation_id).tenant
+
+    def plain() -> None:
+        _print_status(found)
+        if tenant:
+            typer.echo(f"Tenant: {tenant}")
+
+    emit(found, as_json, plain)
 
 
 def wait(

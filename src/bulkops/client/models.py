@@ -73,6 +73,7 @@ class Operation(Model):
     error_message: str | None = None
     column_map: dict[str, str] | None = None
     schema_version: str | None = None
+    tenant: str | None = None  # the creator's tenant; absent for unscoped creators
 
 
 class StatusView(Model):

@@ -93,7 +93,12 @@ def create_gateway(
             allow_credentials=True,
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["Content-Disposition", "Location", "Idempotent-Replayed"],
+            expose_headers=[
+                "Content-Disposition",
+                "Location",
+                "Idempotent-Replayed",
+                "Retry-After",
+            ],
         )
     return app
 

@@ -22,7 +22,10 @@ events. The gateway therefore keeps its own merged log and numbers it itself:
   see a few events around that moment again or not at all; clients never stall.)
 * **Bounded tail.** The log keeps the newest ``tail`` events. A client further behind
   continues from the oldest kept event: it observes a gap, like an instance's store.
-* **Access.** The log is shared by callers, so each request pulls with the caller's own
+* **Access.** Each caller credential (its ``Authorization`` header as forwarded) has a
+  log of its own (``CallerFeeds``): a backend shows a caller with a tenant only that
+  tenant's events, so a log shared with another credential would hand one tenant's events
+  to another and skip events only the other may see. Requests pull with the caller's own
   credentials, and a backend that refuses the caller (401/403) contributes none of its
   events to that caller's answer. When every backend refuses, the refusal is relayed.
 
@@ -33,6 +36,8 @@ own sequence numbers.
 from __future__ import annotations
 
 import bisect
+import hashlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +51,11 @@ FEED_PATH = "/api/events"
 PULL_LIMIT = 1000  # events per backend request: an instance's largest page
 MAX_PULLS = 10  # backend requests per backend and feed request, so one request stays bounded
 DEFAULT_TAIL = 10_000
+# Caller logs kept at once, and the events each keeps: at most 40,000 events in all. The
+# least recently read log is dropped first (a caller coming back starts a fresh log,
+# numbered to continue above the numbers it was given before).
+MAX_CALLER_LOGS = 16
+CALLER_TAIL = 2_500
 REFUSED = frozenset({401, 403})
 
 Params = Sequence[tuple[str, str]]
@@ -162,3 +172,44 @@ class MergedFeed:
             if len(body) < PULL_LIMIT:
                 break
         return pull
+
+
+class CallerFeeds:
+    """A ``MergedFeed`` per caller credential (see the module docstring, Access).
+
+    Args:
+        backends: Every configured backend.
+        timeout: Seconds each backend gets to answer a pull.
+        tail: Events kept in each caller's log.
+        most: Caller logs kept at once.
+    """
+
+    def __init__(
+        self,
+        backends: Sequence[Backend],
+        timeout: float,
+        tail: int = CALLER_TAIL,
+        most: int = MAX_CALLER_LOGS,
+    ) -> None:
+        self._backends = list(backends)
+        self._timeout = timeout
+        self._tail = tail
+        self._most = most
+        self._logs: OrderedDict[str, MergedFeed] = OrderedDict()
+
+    def log_for(self, headers: Params) -> MergedFeed:
+        """The log of the credential in ``headers`` (one for callers without one)."""
+        credential = next((v for k, v in headers if k.lower() == "authorization"), "")
+        # Kept by digest: the gateway holds no bearer token longer than a request.
+        key = hashlib.sha256(credential.encode()).hexdigest()
+        log = self._logs.get(key)
+        if log is None:
+            log = self._logs[key] = MergedFeed(self._backends, self._timeout, self._tail)
+            while len(self._logs) > self._most:
+                self._logs.popitem(last=False)
+        self._logs.move_to_end(key)
+        return log
+
+    async def read(self, since: int | None, limit: int, headers: Params) -> list[dict[str, Any]]:
+        """``MergedFeed.read`` on the caller's own log."""
+        return await self.log_for(headers).read(since, limit, headers)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from starlette.requests import Request
 
 from bulkops.gateway.backend import Backend, OutgoingHook
-from bulkops.gateway.feed import MergedFeed
+from bulkops.gateway.feed import CallerFeeds
 from bulkops.gateway.forwarding import backend_headers
 from bulkops.gateway.idcache import IdCache
 from bulkops.gateway.listing import MergedList
@@ -41,7 +41,7 @@ class Gateway:
         self.registry = OperationRegistry(every, timeout)
         self.locator = OwnerLocator(every, self.cache, timeout)
         self.listing = MergedList(every, self.cache, timeout, settings.list_prefix_bound)
-        self.feed = MergedFeed(every, timeout)
+        self.feed = CallerFeeds(every, timeout)
         self._refresher: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

@@ -8,12 +8,13 @@ million-row file cannot afford a locked ``Histogram.observe`` per row.
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from bulkops.storage.states import OperationStatus
@@ -81,6 +82,25 @@ class _RowLatencies(Collector):
                 buckets.append((bound, float(total)))
             family.add_metric([operation], buckets, self._sums[operation][0])
         yield family
+
+
+class _TenantView:
+    """A registry as one tenant may read it: series labelled with another ``tenant`` are
+    left out (series without that label name no tenant and stay)."""
+
+    def __init__(self, registry: CollectorRegistry, tenant: str) -> None:
+        self._registry = registry
+        self._tenant = tenant
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            kept = [
+                s for s in family.samples if s.labels.get("tenant", self._tenant) == self._tenant
+            ]
+            if len(kept) != len(family.samples):
+                family = copy.copy(family)
+                family.samples = kept
+            yield family
 
 
 class Metrics:
@@ -179,10 +199,17 @@ class Metrics:
         self._requests_of(method, route, str(status)).inc()
         self._latency_of(method, route).observe(seconds)
 
-    def render(self, statuses: Mapping[OperationStatus, int]) -> bytes:
-        """The Prometheus text, with the operation counts read just now."""
+    def render(self, statuses: Mapping[OperationStatus, int], tenant: str | None = None) -> bytes:
+        """The Prometheus text, with the operation counts read just now.
+
+        For a reader with a ``tenant``, ``statuses`` are that tenant's counts and series
+        labelled with another tenant are left out; the others (by operation type, step,
+        route) are the process's and name no tenant.
+        """
         for status in OperationStatus:
             self._operations.labels(status.value).set(statuses.get(status, 0))
         waiting = statuses.get(OperationStatus.PENDING, 0)
         self._queue.set(waiting + statuses.get(OperationStatus.RETRYING, 0))
-        return generate_latest(self.registry)
+        if tenant is None:
+            return generate_latest(self.registry)
+        return generate_latest(_TenantView(self.registry, tenant))

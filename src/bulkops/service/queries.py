@@ -78,10 +78,11 @@ class QueryService:
             return []
         return await self._deliveries.deliveries(operation_id)
 
-    async def get(self, operation_id: UUID) -> OperationRecord:
-        """The operation, or ``NotFound``."""
+    async def get(self, operation_id: UUID, *, tenant: str | None = None) -> OperationRecord:
+        """The operation, or ``NotFound``; with ``tenant``, ``NotFound`` too for another
+        tenant's operation (as if it did not exist: the caller learns nothing of it)."""
         record = await self._operations.get(operation_id)
-        if record is None:
+        if record is None or (tenant is not None and record.tenant != tenant):
             raise NotFound(f"Operation {operation_id} not found")
         return record
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -24,6 +25,7 @@ from bulkops.engine.invoke import error_text, invoke
 from bulkops.errors import (
     BadRequest,
     PayloadTooLarge,
+    TooManyRequests,
     Unprocessable,
     UnsupportedMediaType,
 )
@@ -35,11 +37,20 @@ from bulkops.service.ports import WorkQueue
 from bulkops.service.preflight import check_file
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.ports import FileStore, OperationStore
-from bulkops.storage.records import IdempotencyKey, KeyInUse, OperationRecord
+from bulkops.storage.records import (
+    ActiveLimit,
+    IdempotencyKey,
+    KeyInUse,
+    LimitReached,
+    OperationRecord,
+)
 from bulkops.storage.states import OperationStatus
 
 ANONYMOUS = "anonymous"
 _COPY_CHUNK = 1024 * 1024
+# Retry-After of a create refused by BULKOPS_TENANT_MAX_ACTIVE: when a slot frees is not
+# known, and a few seconds keep a waiting client from hammering the service.
+ACTIVE_LIMIT_RETRY_AFTER = 10
 
 
 @dataclass(slots=True)
@@ -93,8 +104,10 @@ class SubmissionService:
         max_upload_bytes: int,
         idempotency_ttl: float = 86400.0,
         channels: Collection[str] | None = None,
+        tenant_max_active: int | None = None,
     ) -> None:
         self._channels = channels
+        self._active_limit = ActiveLimit(tenant_max_active) if tenant_max_active else None
         self._registry = registry
         self._operations = operations
         self._files = files
@@ -164,11 +177,15 @@ class SubmissionService:
         created_by: str | None = None,
         column_map: str | None = None,
         idempotency_key: str | None = None,
+        tenant: str | None = None,
     ) -> Created:
         """Store the file and a Pending operation, then hand it on to be processed.
 
         With ``idempotency_key``, a request the same principal already made with that key
         (within the idempotency TTL) creates nothing and answers the first operation.
+        ``tenant`` (the caller's) is stamped on the operation; with ``tenant_max_active``
+        at most that many of its operations (of its creator's, without a tenant) are
+        Pending, Running or Retrying at once.
 
         Raises:
             BadRequest: unknown or missing operation, missing or empty file, bad
@@ -178,6 +195,7 @@ class SubmissionService:
                 (carries the validation result), or the idempotency key was used with a
                 different request.
             PayloadTooLarge: the file exceeds the upload limit.
+            TooManyRequests: the tenant already has ``tenant_max_active`` active operations.
         """
         checked = self._check(operation_name, metadata, upload)
         notification_options = parse_notifications(notifications, self._channels)
@@ -205,23 +223,42 @@ class SubmissionService:
             notifications=notification_options,
             column_map=columns,
             schema_version=checked.definition.controls.schema_version,
+            tenant=tenant,
         )
         claim = None
         if key is not None:
             expires = now - timedelta(seconds=self._idempotency_ttl)
-            claim = IdempotencyKey(record.created_by, key, fingerprint.hexdigest(), expires)
+            claim = IdempotencyKey(_key_owner(record), key, fingerprint.hexdigest(), expires)
         try:
             used = await self._operations.add(
-                record, [created_event(record, now)], idempotency=claim
+                record, [created_event(record, now)], idempotency=claim, limit=self._active_limit
             )
         except BaseException:
             await self._files.delete(stored.file_id)
             raise
+        if isinstance(used, LimitReached):
+            await self._files.delete(stored.file_id)
+            raise self._limit_refusal(record, used)
         if used is not None:
             await self._files.delete(stored.file_id)
             return await self._replay(used, fingerprint.hexdigest())
         self._work.enqueue(record.id)
         return Created(record)
+
+    def _limit_refusal(self, record: OperationRecord, reached: LimitReached) -> TooManyRequests:
+        most = self._active_limit.most if self._active_limit else reached.active
+        owner = (
+            f"Tenant {record.tenant!r}"
+            if record.tenant is not None
+            else f"Creator {record.created_by!r}"
+        )
+        return TooManyRequests(
+            f"{owner} already has {reached.active} operations Pending, Running or Retrying, "
+            f"the most allowed (BULKOPS_TENANT_MAX_ACTIVE={most}); try again when one ends",
+            retry_after=ACTIVE_LIMIT_RETRY_AFTER,
+            limit=most,
+            active=reached.active,
+        )
 
     async def _replay(self, used: KeyInUse, fingerprint: str) -> Created:
         if used.fingerprint != fingerprint:
@@ -288,6 +325,16 @@ class SubmissionService:
             yield path
         finally:
             path.unlink(missing_ok=True)
+
+
+def _key_owner(record: OperationRecord) -> str:
+    """Whose ``Idempotency-Key`` it is: the creator, within its tenant. Two tenants may each
+    have an "alice"; a key of one must never replay (and so reveal) the other's operation.
+    A digest keeps the pair within the column's 200 characters."""
+    if record.tenant is None:
+        return record.created_by
+    pair = f"{record.tenant}\0{record.created_by}".encode()
+    return "tenant:" + hashlib.sha256(pair).hexdigest()
 
 
 def _invalid_metadata(errors: list[str]) -> Unprocessable:

@@ -116,6 +116,7 @@ def operation_event(
         severity=severity,
         message=message,
         timestamp=now,
+        tenant=record.tenant,
     )
 
 

@@ -21,6 +21,7 @@ from bulkops.errors import StorageError
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange, RowCounts
 from bulkops.storage.records import (
+    ActiveLimit,
     ChunkRecord,
     CompletedRun,
     DeliveryRecord,
@@ -28,6 +29,7 @@ from bulkops.storage.records import (
     Fence,
     IdempotencyKey,
     KeyInUse,
+    LimitReached,
     OperationQuery,
     OperationRecord,
     Page,
@@ -84,6 +86,7 @@ def _matches_operation(record: OperationRecord, query: OperationQuery) -> bool:
         and (query.status is None or record.status is query.status)
         and (query.created_from is None or record.created_at >= query.created_from)
         and (query.created_to is None or record.created_at <= query.created_to)
+        and (query.tenant is None or record.tenant == query.tenant)
     )
 
 
@@ -99,6 +102,17 @@ def _matches_row(row: RowRecord, query: RowQuery) -> bool:
 
 def _oldest_first(records: Iterable[OperationRecord]) -> builtins.list[OperationRecord]:
     return sorted(records, key=lambda r: (r.created_at, r.id))
+
+
+_ACTIVE = frozenset({OperationStatus.PENDING, _RUNNING, OperationStatus.RETRYING})
+
+
+def _same_tenant(record: OperationRecord, new: OperationRecord) -> bool:
+    """Whether ``record`` counts against the active limit of ``new``'s tenant: the same
+    tenant, or without one the same creator."""
+    if new.tenant is not None:
+        return record.tenant == new.tenant
+    return record.tenant is None and record.created_by == new.created_by
 
 
 def _claimable(record: OperationRecord) -> bool:
@@ -137,9 +151,11 @@ class MemoryStore:
         events: Sequence[EventRecord] = (),
         *,
         idempotency: IdempotencyKey | None = None,
-    ) -> KeyInUse | None:
+        limit: ActiveLimit | None = None,
+    ) -> KeyInUse | LimitReached | None:
         """Insert a new operation record and its events, unless the idempotency key was
-        used (see ``OperationStore.add``); a duplicate id raises ``StorageError``."""
+        used or the active limit refuses it (see ``OperationStore.add``); a duplicate id
+        raises ``StorageError``."""
         if record.id in self._operations:
             raise StorageError(f"operation {record.id} already exists")
         if idempotency is not None:
@@ -147,7 +163,20 @@ class MemoryStore:
             used = self._keys.get(slot)
             if used is not None and used[2] >= idempotency.expires_before:
                 return KeyInUse(used[0], used[1])
-            self._keys[slot] = (record.id, idempotency.fingerprint, record.created_at)
+        if limit is not None:
+            active = sum(
+                1
+                for other in self._operations.values()
+                if other.status in _ACTIVE and _same_tenant(other, record)
+            )
+            if active >= limit.most:
+                return LimitReached(active)
+        if idempotency is not None:
+            self._keys[(idempotency.principal, idempotency.key)] = (
+                record.id,
+                idempotency.fingerprint,
+                record.created_at,
+            )
         self._operations[record.id] = _copy_operation(record)
         self._rows[record.id] = {}
         self._order[record.id] = []
@@ -190,10 +219,12 @@ class MemoryStore:
         waiting = (r for r in self._operations.values() if _claimable(r))
         return [_copy_operation(r) for r in _oldest_first(waiting)[: max(limit, 0)]]
 
-    async def status_counts(self) -> dict[OperationStatus, int]:
-        """Operations per status."""
+    async def status_counts(self, tenant: str | None = None) -> dict[OperationStatus, int]:
+        """Operations per status; with ``tenant``, that tenant's."""
         counts: dict[OperationStatus, int] = {}
         for record in self._operations.values():
+            if tenant is not None and record.tenant != tenant:
+                continue
             counts[record.status] = counts.get(record.status, 0) + 1
         return counts
 
@@ -630,7 +661,12 @@ class MemoryEventStore:
             self._next_sequence += 1
 
     async def read(
-        self, *, after: int | None, limit: int, operation_id: UUID | None = None
+        self,
+        *,
+        after: int | None,
+        limit: int,
+        operation_id: UUID | None = None,
+        tenant: str | None = None,
     ) -> Sequence[EventRecord]:
         """Events oldest first: those above ``after``, or the newest ``limit`` without it."""
         if limit < 1:
@@ -640,7 +676,9 @@ class MemoryEventStore:
         for event in reversed(self._events):
             if after is not None and event.sequence <= after:
                 break
-            if operation_id is None or event.operation_id == operation_id:
+            if (operation_id is None or event.operation_id == operation_id) and (
+                tenant is None or event.tenant == tenant
+            ):
                 newest_first.append(event)
                 if after is None and len(newest_first) == limit:
                     break

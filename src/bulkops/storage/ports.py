@@ -17,6 +17,7 @@ from uuid import UUID
 
 from bulkops.storage.lifecycle import OperationChange, RowCounts
 from bulkops.storage.records import (
+    ActiveLimit,
     ChunkRecord,
     CompletedRun,
     DeliveryRecord,
@@ -24,6 +25,7 @@ from bulkops.storage.records import (
     Fence,
     IdempotencyKey,
     KeyInUse,
+    LimitReached,
     OperationQuery,
     OperationRecord,
     Page,
@@ -53,14 +55,24 @@ class OperationStore(Protocol):
         events: Sequence[EventRecord],
         *,
         idempotency: IdempotencyKey | None = None,
-    ) -> KeyInUse | None:
+        limit: ActiveLimit | None = None,
+    ) -> KeyInUse | LimitReached | None:
         """Insert a new operation record and its events (Created) in one transaction.
 
         With ``idempotency``: when the principal used the key at or after
         ``expires_before``, nothing is inserted and that earlier use is returned (of two
         concurrent adds with one key, exactly one inserts); an expired use is replaced.
+        With ``limit``: when the record's tenant (its ``tenant``, else its creator among
+        operations without one) already has ``limit.most`` operations Pending, Running or
+        Retrying, nothing is inserted (nor the key recorded) and ``LimitReached`` is
+        returned; adds for one tenant are decided one at a time across processes, so the
+        limit holds under concurrency. A replayed key wins over the limit.
         Returns None when the record was inserted.
         """
+
+    async def status_counts(self, tenant: str | None = None) -> dict[OperationStatus, int]:
+        """How many operations are in each status (statuses with none are left out); with
+        ``tenant``, only that tenant's."""
 
     async def get(self, operation_id: UUID) -> OperationRecord | None:
         """The record, or None when unknown."""
@@ -71,9 +83,6 @@ class OperationStore(Protocol):
     async def claimable(self, limit: int) -> Sequence[OperationRecord]:
         """Up to ``limit`` operations a worker may claim, oldest first: Pending ones, and
         Retrying ones nobody holds."""
-
-    async def status_counts(self) -> dict[OperationStatus, int]:
-        """How many operations are in each status (statuses with none are left out)."""
 
     async def abandoned(self, stale_before: datetime, limit: int) -> Sequence[OperationRecord]:
         """Up to ``limit`` held operations (Running or Retrying, with a worker) whose
@@ -293,12 +302,18 @@ class EventStore(Protocol):
         """Record events; the store assigns their sequences in order."""
 
     async def read(
-        self, *, after: int | None, limit: int, operation_id: UUID | None = None
+        self,
+        *,
+        after: int | None,
+        limit: int,
+        operation_id: UUID | None = None,
+        tenant: str | None = None,
     ) -> Sequence[EventRecord]:
         """Events oldest first.
 
         With ``after``: those with a sequence above it, at most ``limit``. Without: the newest
-        ``limit`` events. ``operation_id`` restricts to one operation.
+        ``limit`` events. ``operation_id`` restricts to one operation, ``tenant`` to the
+        events of that tenant's operations.
         """
 
     async def prune(self, before: datetime) -> int:

@@ -55,6 +55,9 @@ class OperationRecord:
     worker_id: str | None = None
     heartbeat_at: datetime | None = None
     resume_count: int = 0
+    # The tenant of the principal that created it: principals of another tenant never see
+    # it. None: created by an unscoped principal (seen only by unscoped principals).
+    tenant: str | None = None
 
 
 @dataclass(slots=True)
@@ -221,6 +224,7 @@ class EventRecord:
     message: str
     timestamp: datetime
     sequence: int = 0
+    tenant: str | None = None  # the operation's tenant: scoped feeds show only their own
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +292,22 @@ class OperationQuery:
     created_by: str | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
+    tenant: str | None = None  # only this tenant's operations (None: every operation)
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveLimit:
+    """At most ``most`` operations Pending, Running or Retrying per tenant: those with the
+    new operation's ``tenant`` when it has one, else those of its creator without one."""
+
+    most: int
+
+
+@dataclass(frozen=True, slots=True)
+class LimitReached:
+    """An add refused by its ``ActiveLimit``: how many operations were active."""
+
+    active: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from bulkops.api.auth.errors import (
 )
 from bulkops.api.auth.policies import Policy
 from bulkops.api.auth.principal import Access, Principal, principal_of
+from bulkops.api.auth.tenants import Tenancy, TenantResolver, TenantUnknown
 
 __all__ = [
     "Access",
@@ -27,6 +28,9 @@ __all__ = [
     "PermissionDenied",
     "Policy",
     "Principal",
+    "Tenancy",
+    "TenantResolver",
+    "TenantUnknown",
     "UserResolver",
     "bearer_token",
     "principal_of",

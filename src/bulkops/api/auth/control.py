@@ -10,8 +10,15 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 
 from bulkops.api.auth.errors import NotAuthenticated, PermissionDenied
-from bulkops.api.auth.policies import Policy, evaluate, grant_policy, load_policy
+from bulkops.api.auth.policies import (
+    Policy,
+    evaluate,
+    grant_policy,
+    load_callable,
+    load_policy,
+)
 from bulkops.api.auth.principal import Access, Principal, principal_of
+from bulkops.api.auth.tenants import Tenancy
 from bulkops.api.auth.tokens import StaticTokens
 from bulkops.settings import Settings
 
@@ -54,6 +61,7 @@ class AccessControl:
         read_policy: A custom read policy, replacing the built-in grant check.
         operate_policy: A custom operate policy, replacing the built-in grant check.
         user_resolver: Names the creator of an operation from the request.
+        tenancy: Finds the caller's tenant (default: the credential's tenant alone).
     """
 
     def __init__(
@@ -64,8 +72,10 @@ class AccessControl:
         read_policy: Policy | None = None,
         operate_policy: Policy | None = None,
         user_resolver: UserResolver | None = None,
+        tenancy: Tenancy | None = None,
     ) -> None:
         self._tokens = tokens if tokens else None
+        self.tenancy = tenancy or Tenancy()
         self._verifier = verifier
         self._user_resolver = user_resolver
         bearer = self.bearer
@@ -82,8 +92,9 @@ class AccessControl:
         """Build from the ``BULKOPS_AUTH_*`` and ``BULKOPS_*_POLICY`` settings.
 
         Raises:
-            AuthConfigurationError: A custom policy cannot be imported.
+            AuthConfigurationError: A custom policy or the tenant resolver cannot be imported.
         """
+        resolver = settings.tenant_resolver
         return cls(
             tokens=StaticTokens(settings.auth_tokens) if settings.auth_tokens else None,
             verifier=_jwt_verifier(settings),
@@ -92,6 +103,9 @@ class AccessControl:
                 load_policy(settings.operate_policy) if settings.operate_policy else None
             ),
             user_resolver=user_resolver,
+            tenancy=Tenancy(
+                load_callable(resolver, "tenant resolver") if resolver else None, resolver
+            ),
         )
 
     @property
@@ -141,6 +155,14 @@ class AccessControl:
         if principal is None:
             raise NotAuthenticated("Authentication required: send Authorization: Bearer <token>")
         raise PermissionDenied(f"Forbidden: {principal.name} may not {access.value}")
+
+    async def tenant_of(self, request: Request) -> str | None:
+        """The caller's tenant (None: it sees every tenant); see ``Tenancy``.
+
+        Raises:
+            TenantUnknown: The tenant resolver failed (500).
+        """
+        return await self.tenancy.tenant_of(request)
 
     async def created_by(self, request: Request, submitted: str | None) -> str | None:
         """The creator to record for a create request.
@@ -194,4 +216,5 @@ def _jwt_verifier(settings: Settings) -> JwtVerifier | None:
         operate_scope=settings.auth_jwt_operate_scope,
         leeway=settings.auth_jwt_leeway,
         required_claims=settings.auth_jwt_required_claims,
+        tenant_claim=settings.auth_jwt_tenant_claim,
     )

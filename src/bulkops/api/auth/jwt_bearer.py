@@ -53,6 +53,7 @@ class JwtVerifier:
         operate_scope: Scope that grants reads and operations (empty: every valid token).
         leeway: Seconds of clock skew tolerated on ``exp``, ``nbf`` and ``iat``.
         required_claims: Claims a token must carry (e.g. ``exp``).
+        tenant_claim: The claim naming the caller's tenant; a token without it has none.
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class JwtVerifier:
         operate_scope: str = "bulkops.operate",
         leeway: float = 0,
         required_claims: Sequence[str] = (),
+        tenant_claim: str = "tenant",
     ) -> None:
         self._secret = secret
         self._jwks = jwks
@@ -75,6 +77,7 @@ class JwtVerifier:
         self._operate_scope = operate_scope
         self._leeway = leeway
         self._required = list(required_claims)
+        self._tenant_claim = tenant_claim
 
     async def authenticate(self, token: str) -> Principal:
         """The principal a valid token names.
@@ -104,7 +107,22 @@ class JwtVerifier:
         name = principal_name(claims)
         if name is None:
             raise _invalid("it names no subject (sub, preferred_username or name)")
-        return Principal(name=name, grants=self._grants(claims), kind="jwt", claims=claims)
+        return Principal(
+            name=name,
+            grants=self._grants(claims),
+            kind="jwt",
+            claims=claims,
+            tenant=self._tenant(claims),
+        )
+
+    def _tenant(self, claims: Mapping[str, Any]) -> str | None:
+        if self._tenant_claim not in claims:
+            return None
+        value = claims[self._tenant_claim]
+        # Present but unusable: refused, never read as "no tenant" (which sees everything).
+        if not isinstance(value, str) or not value.strip():
+            raise _invalid(f"its {self._tenant_claim!r} claim is not a non-empty string")
+        return value.strip()
 
     async def _key(self, header: Mapping[str, Any]) -> tuple[Any, str]:
         algorithm = header.get("alg")

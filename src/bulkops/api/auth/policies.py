@@ -33,17 +33,28 @@ def load_policy(spec: str) -> Policy:
     Raises:
         AuthConfigurationError: The module or attribute cannot be found, or is not callable.
     """
+    policy: Policy = load_callable(spec, "policy")
+    return policy
+
+
+def load_callable(spec: str, what: str) -> Callable[..., Any]:
+    """Import the callable named ``module:callable`` (``callable`` may be dotted); ``what``
+    names it in errors (``policy``, ``tenant resolver``).
+
+    Raises:
+        AuthConfigurationError: The module or attribute cannot be found, or is not callable.
+    """
     module_name, _, attribute = spec.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
         for part in attribute.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
-        raise AuthConfigurationError(f"Cannot load the policy {spec!r}: {exc}") from None
+        raise AuthConfigurationError(f"Cannot load the {what} {spec!r}: {exc}") from None
     if not callable(target):
-        raise AuthConfigurationError(f"The policy {spec!r} is not callable")
-    policy: Policy = target
-    return policy
+        raise AuthConfigurationError(f"The {what} {spec!r} is not callable")
+    found: Callable[..., Any] = target
+    return found
 
 
 async def evaluate(policy: Policy, principal: Principal | None, request: Request) -> bool:

@@ -29,12 +29,16 @@ class Principal:
         grants: The access levels its credential carries (operate implies read).
         kind: Which credential proved it: ``token`` (static bearer token) or ``jwt``.
         claims: The verified JWT claims (empty for static tokens).
+        tenant: The tenant its credential names (a static token's ``tenant``, the JWT's
+            tenant claim), or None. See ``AccessControl.tenant_of`` for the caller's
+            tenant, which a tenant resolver may also decide.
     """
 
     name: str
     grants: frozenset[Access]
     kind: str
     claims: Mapping[str, Any] = field(default_factory=dict)
+    tenant: str | None = None
 
     def may(self, access: Access) -> bool:
         """Whether the credential allows ``access``."""

@@ -44,6 +44,7 @@ class StaticTokens:
                     name=grant.name or default_token_name(token),
                     grants=_GRANTS[grant.role],
                     kind="token",
+                    tenant=grant.tenant,
                 ),
             )
             for token, grant in grants.items()

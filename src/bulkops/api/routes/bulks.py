@@ -16,6 +16,7 @@ from bulkops.api.deps import (
     PageSize,
     RowNumber,
     RuntimeDep,
+    TenantDep,
 )
 from bulkops.api.download import content_disposition
 from bulkops.api.schemas import (
@@ -47,15 +48,19 @@ _ERRORS = error_responses(404)
     status_code=201,
     response_model=CreateResult,
     responses={
-        **error_responses(400, 413, 415),
+        **error_responses(400, 413, 415, 429),
         422: {"model": ValidationResultSchema, "description": "Metadata is invalid"},
     },
 )
-async def create_bulk(request: Request, runtime: RuntimeDep, access: AccessDep) -> JSONResponse:
+async def create_bulk(
+    request: Request, runtime: RuntimeDep, access: AccessDep, tenant: TenantDep
+) -> JSONResponse:
     """Store the file and a Pending operation; processing happens in the background.
 
     The creator is the authenticated caller (through the user resolver); the ``createdBy``
-    form value counts only when no policy is configured.
+    form value counts only when no policy is configured. The caller's tenant is stamped
+    on the operation; 429 (with ``Retry-After``) when the tenant already has
+    ``BULKOPS_TENANT_MAX_ACTIVE`` operations Pending, Running or Retrying.
     """
     form, raw = await read_form(request, runtime.settings.max_upload_bytes)
     try:
@@ -67,6 +72,7 @@ async def create_bulk(request: Request, runtime: RuntimeDep, access: AccessDep) 
             created_by=await access.created_by(request, form.created_by),
             column_map=form.column_map,
             idempotency_key=request.headers.get("idempotency-key"),
+            tenant=tenant,
         )
     finally:
         await raw.close()
@@ -109,6 +115,7 @@ async def validate_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
 )
 async def get_bulks(
     runtime: RuntimeDep,
+    tenant: TenantDep,
     page: Page = None,
     page_size: PageSize = None,
     operation_name: Annotated[str | None, Query(alias="operationName")] = None,
@@ -117,7 +124,8 @@ async def get_bulks(
     created_from: Annotated[IsoDateTime | None, Query(alias="from")] = None,
     created_to: Annotated[IsoDateTime | None, Query(alias="to")] = None,
 ) -> PageSchema[OperationSchema]:
-    """Operations, newest first. An unknown ``status`` is ignored."""
+    """Operations, newest first (a caller with a tenant: only that tenant's). An unknown
+    ``status`` is ignored."""
     number, size = clamp_paging(page, page_size)
     result = await runtime.queries.list(
         OperationQuery(
@@ -128,6 +136,7 @@ async def get_bulks(
             created_by=created_by or None,
             created_from=created_from,
             created_to=created_to,
+            tenant=tenant,
         )
     )
     return PageSchema.build(result, [OperationSchema.from_record(r) for r in result.items])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from bulkops.api.deps import Limit, OperationId, RuntimeDep, Since
+from bulkops.api.deps import Limit, OperationId, RuntimeDep, Since, TenantDep
 from bulkops.api.schemas import EventSchema, error_responses
 
 router = APIRouter(tags=["events"])
@@ -12,10 +12,11 @@ router = APIRouter(tags=["events"])
 
 @router.get("/api/events", operation_id="getEvents", response_model=list[EventSchema])
 async def get_events(
-    runtime: RuntimeDep, since: Since = None, limit: Limit = None
+    runtime: RuntimeDep, tenant: TenantDep, since: Since = None, limit: Limit = None
 ) -> list[EventSchema]:
-    """Events across operations after the ``since`` cursor, oldest first."""
-    events = await runtime.feed.read(since=since, limit=limit)
+    """Events across operations after the ``since`` cursor, oldest first (a caller with a
+    tenant: only its tenant's operations')."""
+    events = await runtime.feed.read(since=since, limit=limit, tenant=tenant)
     return [EventSchema.from_record(e) for e in events]
 
 
@@ -28,9 +29,12 @@ async def get_events(
 async def get_bulk_events(
     operation_id: OperationId,
     runtime: RuntimeDep,
+    tenant: TenantDep,
     since: Since = None,
     limit: Limit = None,
 ) -> list[EventSchema]:
     """Events of one operation after the ``since`` cursor, oldest first."""
-    events = await runtime.feed.read(since=since, limit=limit, operation_id=operation_id)
+    events = await runtime.feed.read(
+        since=since, limit=limit, operation_id=operation_id, tenant=tenant
+    )
     return [EventSchema.from_record(e) for e in events]

@@ -17,7 +17,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bulkops.errors import NotFound, PayloadTooLarge
-from bulkops.gateway.backend import Backend
+from bulkops.gateway.backend import Backend, BackendFailure
+from bulkops.gateway.errors import BackendUnavailable
 from bulkops.gateway.forwarding import relay, target_of, until_disconnect
 from bulkops.gateway.gateway import gateway_of
 from bulkops.gateway.openapi import instance_routes
@@ -26,6 +27,9 @@ from bulkops.gateway.openapi import instance_routes
 MAX_BODY_BYTES = 1024 * 1024
 OPERATION_ROUTES = "/api/bulks/{id}"
 DEFINITION_ROUTES = "/api/operations/{name}"
+# The route about the caller (not in the description: the dashboard's): every backend
+# knows the same credentials, so the first that answers says.
+CALLER_ROUTE = "/api/me"
 
 
 async def _small_body(request: Request) -> bytes:
@@ -79,12 +83,30 @@ async def forward_by_name(request: Request) -> Response:
     return await _forward(request, owner)
 
 
+async def forward_to_any(request: Request) -> Response:
+    """A route about the caller: sent to the first backend that answers."""
+    gateway = gateway_of(request)
+    headers = gateway.headers_for(request)
+    failures = []
+    for backend in gateway.backends.values():
+        outgoing = backend.request(request.method, target_of(request), headers=headers)
+        try:
+            upstream = await until_disconnect(request, backend.send(outgoing, stream=True))
+        except BackendFailure as exc:
+            failures.append(f"{exc.backend} {exc.reason}")
+            continue
+        return await relay(upstream)
+    raise BackendUnavailable("No backend answered: " + ("; ".join(failures) or "none configured"))
+
+
 def forwarded_routes() -> list[Route]:
-    """A forwarding route for every instance route of one operation or one definition."""
+    """A forwarding route for every instance route of one operation or one definition, and
+    for the caller route."""
     routes = []
     for path, methods in instance_routes():
         if path.startswith(OPERATION_ROUTES):
             routes.append(Route(path, forward_by_id, methods=methods, include_in_schema=False))
         elif path.startswith(DEFINITION_ROUTES):
             routes.append(Route(path, forward_by_name, methods=methods, include_in_schema=False))
+    routes.append(Route(CALLER_ROUTE, forward_to_any, methods=["GET"], include_in_schema=False))
     return routes

@@ -39,6 +39,7 @@ def sqlite_event_params(events: Sequence[EventRecord]) -> list[tuple[Any, ...]]:
             e.severity.value,
             e.message,
             sqlite_timestamp(e.timestamp),
+            e.tenant,
         )
         for e in events
     ]
@@ -81,7 +82,12 @@ class SqlEventStore:
             await insert_events(conn, events)
 
     async def read(
-        self, *, after: int | None, limit: int, operation_id: UUID | None = None
+        self,
+        *,
+        after: int | None,
+        limit: int,
+        operation_id: UUID | None = None,
+        tenant: str | None = None,
     ) -> Sequence[EventRecord]:
         """Events oldest first: those above ``after``, or the newest ``limit`` without it."""
         if limit < 1:
@@ -90,6 +96,8 @@ class SqlEventStore:
         stmt = select(events_table)
         if operation_id is not None:
             stmt = stmt.where(events_table.c.operation_id == operation_id)
+        if tenant is not None:
+            stmt = stmt.where(events_table.c.tenant == tenant)
         if after is None:
             stmt = stmt.order_by(seq.desc()).limit(limit)
         else:

@@ -8,14 +8,26 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, RowMapping, and_, func, literal, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    RowMapping,
+    and_,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange, RowCounts
 from bulkops.storage.records import (
+    ActiveLimit,
     EventRecord,
     IdempotencyKey,
     KeyInUse,
+    LimitReached,
     OperationQuery,
     OperationRecord,
     Page,
@@ -35,6 +47,37 @@ _CLAIMABLE = or_(
     _o.status == OperationStatus.PENDING,
     and_(_o.status == OperationStatus.RETRYING, _o.worker_id.is_(None)),
 )
+ACTIVE_STATUSES = (OperationStatus.PENDING, OperationStatus.RUNNING, OperationStatus.RETRYING)
+_TENANT_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:key))")
+
+
+class _Refused(Exception):
+    """Rolls an add back (its idempotency key included) when the active limit refuses it."""
+
+    def __init__(self, reached: LimitReached) -> None:
+        super().__init__(f"{reached.active} active")
+        self.reached = reached
+
+
+async def _check_active(conn: AsyncConnection, record: OperationRecord, most: int) -> None:
+    """Raise ``_Refused`` when the record's tenant already has ``most`` active operations.
+
+    On PostgreSQL a transaction lock per tenant orders concurrent adds of one tenant, so
+    each counts the ones committed before it; SQLite's writers are serialised already.
+    """
+    if record.tenant is not None:
+        key, owner = f"tenant:{record.tenant}", _o.tenant == record.tenant
+    else:
+        key = f"creator:{record.created_by}"
+        owner = and_(_o.tenant.is_(None), _o.created_by == record.created_by)
+    if conn.dialect.name == "postgresql":
+        await conn.execute(_TENANT_LOCK, {"key": key})
+    # A tenant's count reads its (tenant, status) index; a creator's, the status index (few
+    # operations are active at any time).
+    count = select(func.count()).where(_o.status.in_(ACTIVE_STATUSES), owner)
+    active = int((await conn.execute(count)).scalar_one())
+    if active >= most:
+        raise _Refused(LimitReached(active))
 
 
 def operation_from_row(row: RowMapping) -> OperationRecord:
@@ -56,17 +99,24 @@ class OperationMethods(SqlBase):
         events: Sequence[EventRecord] = (),
         *,
         idempotency: IdempotencyKey | None = None,
-    ) -> KeyInUse | None:
+        limit: ActiveLimit | None = None,
+    ) -> KeyInUse | LimitReached | None:
         """Insert a new operation record and its events in one transaction, unless the
-        idempotency key was used (see ``OperationStore.add``)."""
-        async with self._db.write() as conn:
-            if idempotency is not None:
-                used = await claim_key(conn, idempotency, record.id, record.created_at)
-                if used is not None:
-                    return used
-            await conn.execute(operations.insert().values(**operation_values(record)))
-            if self._events_here:
-                await insert_events(conn, events)
+        idempotency key was used or the active limit refuses it (see
+        ``OperationStore.add``)."""
+        try:
+            async with self._db.write() as conn:
+                if idempotency is not None:
+                    used = await claim_key(conn, idempotency, record.id, record.created_at)
+                    if used is not None:
+                        return used
+                if limit is not None:
+                    await _check_active(conn, record, limit.most)
+                await conn.execute(operations.insert().values(**operation_values(record)))
+                if self._events_here:
+                    await insert_events(conn, events)
+        except _Refused as refused:
+            return refused.reached
         if not self._events_here:
             await self._after_commit(events)
         return None
@@ -92,6 +142,8 @@ class OperationMethods(SqlBase):
             conditions.append(_o.created_at >= query.created_from)
         if query.created_to is not None:
             conditions.append(_o.created_at <= query.created_to)
+        if query.tenant is not None:
+            conditions.append(_o.tenant == query.tenant)
         count = select(func.count()).select_from(operations).where(*conditions)
         items = (
             select(operations)
@@ -115,9 +167,12 @@ class OperationMethods(SqlBase):
         stmt = select(operations).where(_CLAIMABLE).order_by(_o.created_at, _o.id).limit(limit)
         return await self._select(stmt)
 
-    async def status_counts(self) -> dict[OperationStatus, int]:
-        """Operations per status (read from the status index)."""
+    async def status_counts(self, tenant: str | None = None) -> dict[OperationStatus, int]:
+        """Operations per status (read from the status index); with ``tenant``, that
+        tenant's."""
         stmt = select(_o.status, func.count()).group_by(_o.status)
+        if tenant is not None:
+            stmt = stmt.where(_o.tenant == tenant)
         async with self._db.read() as conn:
             found = (await conn.execute(stmt)).all()
         return {OperationStatus(status): int(count) for status, count in found}

@@ -72,6 +72,7 @@ operations = Table(
     Column("worker_id", String(200), nullable=True),
     Column("heartbeat_at", UtcDateTime(), nullable=True),
     Column("resume_count", Integer(), nullable=False, server_default="0"),
+    Column("tenant", String(200), nullable=True),
     # Claimable (Pending/Retrying, oldest first) and Running look-ups.
     Index("ix_operations_status_created_at", "status", "created_at"),
     Index("ix_operations_operation_name", "operation_name"),
@@ -79,6 +80,25 @@ operations = Table(
 
 # Listing pages newest first with id as the tie-breaker.
 Index("ix_operations_created_at_id", operations.c.created_at.desc(), operations.c.id)
+# A tenant's list pages, and its active count at each create under a limit (0011); both
+# read only that tenant's entries. Partial: operations without a tenant cost nothing here
+# (their creator's active count reads the status index: active operations are few).
+TENANTED = "tenant IS NOT NULL"
+Index(
+    "ix_operations_tenant_created_at",
+    operations.c.tenant,
+    operations.c.created_at.desc(),
+    operations.c.id,
+    sqlite_where=text(TENANTED),
+    postgresql_where=text(TENANTED),
+)
+Index(
+    "ix_operations_tenant_status",
+    operations.c.tenant,
+    operations.c.status,
+    sqlite_where=text(TENANTED),
+    postgresql_where=text(TENANTED),
+)
 
 # The condition of the partial state index of row records.
 NOT_COMPLETED = f"state <> '{RowState.COMPLETED.value}'"
@@ -156,8 +176,17 @@ events = Table(
     Column("severity", EnumText(Severity), nullable=False),
     Column("message", Text(), nullable=False),
     Column("timestamp", UtcDateTime(), nullable=False),
+    Column("tenant", String(200), nullable=True),
     Index("ix_events_operation_id_sequence", "operation_id", "sequence"),
     Index("ix_events_timestamp", "timestamp"),
+    # A tenant's feed (0011); partial, so events of untenanted operations skip it.
+    Index(
+        "ix_events_tenant_sequence",
+        "tenant",
+        "sequence",
+        sqlite_where=text(TENANTED),
+        postgresql_where=text(TENANTED),
+    ),
     sqlite_autoincrement=True,
 )
 

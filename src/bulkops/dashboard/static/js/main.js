@@ -3,6 +3,7 @@
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { setToken, useAccess } from "./access.js";
+import { get } from "./api.js";
 import { html } from "./html.js";
 import { CreatePage } from "./pages/create.js";
 import { EventsPage } from "./pages/events.js";
@@ -45,6 +46,31 @@ function AccessPanel() {
   </div>`;
 }
 
+/**
+ * Who the service takes the dashboard for (GET /api/me): the caller's name and tenant. A
+ * caller with a tenant sees only that tenant's operations, and the page says so.
+ */
+function Caller() {
+  const access = useAccess();
+  const [caller, setCaller] = useState(null);
+  useEffect(() => {
+    let current = true;
+    get("/api/me")
+      .then((body) => current && setCaller(body))
+      .catch(() => current && setCaller(null)); // 401: the access panel asks for a token
+    return () => {
+      current = false;
+    };
+  }, [access.version]);
+  if (!caller || (!caller.name && !caller.tenant)) return null;
+  return html`<p class="caller" aria-label="Signed in">
+    ${caller.name && html`<span>Signed in as <strong>${caller.name}</strong></span>`}
+    ${caller.tenant &&
+    html`<span>${caller.name ? " · " : ""}Tenant <strong class="tenant">${caller.tenant}</strong>
+      <span class="hint"> (you see this tenant's operations only)</span></span>`}
+  </p>`;
+}
+
 function Missing() {
   return html`<section><h1 tabindex="-1">Page not found</h1>
     <p>There is no such dashboard page. <${Link} href=${paths.list()}>See all operations</${Link}>.</p>
@@ -73,6 +99,7 @@ function App() {
         <${Link} href=${paths.create()} aria-current=${current("create")}>New operation</${Link}>
         <${Link} href=${paths.events()} aria-current=${current("events")}>Events</${Link}>
       </nav>
+      <${Caller} />
     </header>
     <${AccessPanel} />
     <main id="main" ref=${main}>

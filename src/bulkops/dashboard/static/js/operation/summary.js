@@ -57,6 +57,7 @@ export function Summary({ op, readOnly, onChanged }) {
       <${Term} name="Failed">${count(op.errorCount)}<//>
       <${Term} name="Retry rounds">${count(op.retryCount)}<//>
       <${Term} name="Created by">${op.createdBy}<//>
+      ${op.tenant && html`<${Term} name="Tenant">${op.tenant}<//>`}
       <${Term} name="Created"><time datetime=${op.createdAt}>${time(op.createdAt)}</time><//>
       <${Term} name="Started">${op.startedAt ? html`<time datetime=${op.startedAt}>${time(op.startedAt)}</time>` : "not yet"}<//>
       <${Term} name="Completed">${op.completedAt ? html`<time datetime=${op.completedAt}>${time(op.completedAt)}</time>` : "not yet"}<//>

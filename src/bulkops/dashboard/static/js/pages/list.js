@@ -85,7 +85,7 @@ function Filters({ query, onChange, operations }) {
   </form>`;
 }
 
-function OperationRow({ op }) {
+function OperationRow({ op, tenants }) {
   return html`<tr>
     <td data-label="Operation">
       <${Link} href=${paths.operation(op.id)} aria-label=${`Operation ${op.operationName} ${op.id}`}>
@@ -100,6 +100,7 @@ function OperationRow({ op }) {
     <td data-label="Rows" class="num">${count(op.processedRows)} / ${count(op.totalRows)}</td>
     <td data-label="Errors" class="num">${count(op.errorCount)}</td>
     <td data-label="Created by">${op.createdBy}</td>
+    ${tenants && html`<td data-label="Tenant">${op.tenant ?? ""}</td>`}
     <td data-label="Created at"><time datetime=${op.createdAt}>${time(op.createdAt)}</time></td>
     <td data-label="File" class="file-name">${op.fileName}</td>
   </tr>`;
@@ -127,6 +128,8 @@ export function ListPage({ route }) {
     navigate(paths.list(next.toString()), { replace: true });
   };
   const page = state.data;
+  // A Tenant column only when an operation has one: a service without tenants looks as before.
+  const tenants = Boolean(page?.items.some((op) => op.tenant));
 
   return html`<section>
     <div class="page-head">
@@ -150,9 +153,10 @@ export function ListPage({ route }) {
         <thead><tr>
           <th scope="col">Operation</th><th scope="col">Status</th><th scope="col">Progress</th>
           <th scope="col">Rows</th><th scope="col">Errors</th><th scope="col">Created by</th>
+          ${tenants && html`<th scope="col">Tenant</th>`}
           <th scope="col">Created at</th><th scope="col">File</th>
         </tr></thead>
-        <tbody>${page.items.map((op) => html`<${OperationRow} key=${op.id} op=${op} />`)}</tbody>
+        <tbody>${page.items.map((op) => html`<${OperationRow} key=${op.id} op=${op} tenants=${tenants} />`)}</tbody>
       </table>
     </${TableBox}>
     <${Pager} page=${page} what="operations" onPage=${(n) => update({ page: String(n) })} />`}
