@@ -481,7 +481,7 @@ def read_xlsx(
                 values = {name: text for name, column in pairs if (text := cells.get(column))}
                 raw = None
                 if keep_raw:
-                    raw = {name: cells[column] for name, column in named if column in cells}
+                    raw = {name: text for name, column in named if (text := cells.get(column))}
                 yield RawRow(number, values, raw)
         finally:
             rows.close()
