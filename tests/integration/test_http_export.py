@@ -192,7 +192,7 @@ async def test_unknown_and_malformed_ids_are_404(
     [
         ({"mode": "xml"}, "mode"),
         ({"mode": ""}, "mode"),
-        ({"format": "xlsx"}, "format"),
+        ({"format": "xml"}, "format"),
         ({"format": "", "mode": "data"}, "format"),
     ],
 )
