@@ -16,7 +16,6 @@ from openpyxl import Workbook, load_workbook
 from tests.integration import chunk_operations
 from tests.integration.conftest import (
     ClientFactory,
-    create,
     create_ok,
     wait_status,
 )
@@ -87,9 +86,7 @@ async def test_an_unknown_sheet_is_400_naming_the_sheets(client: httpx.AsyncClie
     content = workbook(("People", PEOPLE), ("Other", [["name"]]))
     form = {"operationName": "record", "metadata": '{"requestedBy": "x"}', "sheet": "Nope"}
     for path in ("/api/bulks", "/api/bulks/validate"):
-        response = await client.post(
-            path, data=form, files={"file": ("book.xlsx", content, XLSX)}
-        )
+        response = await client.post(path, data=form, files={"file": ("book.xlsx", content, XLSX)})
         assert response.status_code == 400, response.text
         body = response.json()
         assert "'Nope'" in body["error"] and "'People', 'Other'" in body["error"]
@@ -246,11 +243,17 @@ async def test_export_as_xlsx_reads_back_and_round_trips(client: httpx.AsyncClie
     assert rows[0][:3] == ("rowNumber", "rowId", "state")
     assert [(r[0], r[2]) for r in rows[1:]] == [(1, "Completed"), (2, "Failed")]
 
-    data = await client.get(
-        f"/api/bulks/{operation_id}/export?mode=data&format=xlsx&state=Failed"
-    )
+    data = await client.get(f"/api/bulks/{operation_id}/export?mode=data&format=xlsx&state=Failed")
     rows = list(load_workbook(io.BytesIO(data.content)).worksheets[0].values)
-    assert rows[0] == ("name", "email", "age", "_rowNumber", "_state", "_errorType", "_errorMessage")
+    assert rows[0] == (
+        "name",
+        "email",
+        "age",
+        "_rowNumber",
+        "_state",
+        "_errorType",
+        "_errorMessage",
+    )
     assert rows[1][:5] == ("Bob", "bob", "7", 2, "Failed")
     # The failed rows' export goes back in as a new upload.
     again = await create_ok(client, data.content, file_name="failed.xlsx", content_type=XLSX)
