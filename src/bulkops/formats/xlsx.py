@@ -20,6 +20,7 @@ and parsing from there.
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 import zipfile
@@ -88,9 +89,19 @@ def _broken(detail: object) -> FileFormatError:
     return FileFormatError(f"The file is not a readable XLSX workbook ({detail})")
 
 
-def _shared_strings(reader: Any) -> list[str]:
+# The shared strings of the workbook read last in this process: the chunks of one
+# operation read the same workbook one after the other, and each would parse the whole
+# table again (a quarter of a second for 200,000 distinct texts).
+_last_strings: tuple[tuple[str, int, int], list[str]] | None = None
+
+
+def _shared_strings(reader: Any, key: tuple[str, int, int]) -> list[str]:
     """The workbook's shared strings table (each ``si`` element's text, as openpyxl reads
-    it), its parse tree dropped as it goes."""
+    it), its parse tree dropped as it goes; ``key`` names the file (path, size, mtime)."""
+    global _last_strings
+    last = _last_strings
+    if last is not None and last[0] == key:
+        return last[1]
     part = reader.package.find(SHARED_STRINGS)
     if part is None:
         return []
@@ -103,6 +114,7 @@ def _shared_strings(reader: Any) -> list[str]:
             elif event == "end" and node.tag == _STRING_TAG:
                 strings.append(_inline(node).replace("x005F_", ""))
                 root.clear()
+    _last_strings = (key, strings)
     return strings
 
 
@@ -110,13 +122,13 @@ class _Book:
     """An open workbook: its worksheets, shared strings and date styles (read by
     openpyxl's reader in read-only mode; the worksheets themselves are read here)."""
 
-    def __init__(self, fh: IO[bytes]) -> None:
+    def __init__(self, fh: IO[bytes], key: tuple[str, int, int]) -> None:
         reader = ExcelReader(fh, read_only=True, data_only=True, keep_links=False)
         reader.read_manifest()
         reader.read_workbook()
         apply_stylesheet(reader.archive, reader.wb)
         self.archive: zipfile.ZipFile = reader.archive
-        self.strings = _shared_strings(reader)
+        self.strings = _shared_strings(reader, key)
         self.epoch: datetime = reader.wb.epoch
         self.date_styles: frozenset[int] = frozenset(reader.wb._date_formats)
         self.duration_styles: frozenset[int] = frozenset(reader.wb._timedelta_formats)
@@ -147,6 +159,8 @@ class _Book:
 def _workbook(path: Path) -> Iterator[_Book]:
     """The workbook, open; a file that is not one is a ``FileFormatError``."""
     with path.open("rb") as fh:
+        stat = os.fstat(fh.fileno())
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
         if fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC:
             raise _broken("it is gzip-compressed: upload the .xlsx file itself")
         fh.seek(0)
@@ -160,7 +174,7 @@ def _workbook(path: Path) -> Iterator[_Book]:
             fh.seek(0)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # openpyxl warns of features it drops
-                book = _Book(fh)
+                book = _Book(fh, key)
         except FileFormatError:
             raise
         except zipfile.BadZipFile:
