@@ -65,6 +65,7 @@ MAX_SHARED_STRINGS_BYTES = 512 * 1024 * 1024
 _MAX_HEAD_BYTES = 16 * 1024 * 1024
 # Rows are parsed a block of XML at a time (about a thousand rows of five cells).
 _SCAN_BLOCK = 256 * 1024
+_DATE_TEXTS = 65536  # date texts kept for reuse, at most
 
 _NAME = rb"<(?:[A-Za-z_][\w.\-]*:)?"  # an element's start, with any namespace prefix
 _DATA_START = re.compile(_NAME + rb"sheetData\b[^>]*?(/?)>")
@@ -338,6 +339,8 @@ class _Sheet:
     def __init__(self, book: _Book, part: str) -> None:
         self._book = book
         self._part = part
+        # Texts of date cells by (serial, style): a column of dates repeats its days.
+        self._dates: dict[tuple[str, str], str] = {}
 
     def open(self) -> IO[bytes]:
         """The worksheet's XML, decompressed as it is read."""
@@ -391,9 +394,15 @@ class _Sheet:
     def _number(self, raw: str, style: str | None) -> str:
         book = self._book
         if style is not None and (index := int(style)) in book.date_styles:
-            value = float(raw)
-            moment = from_excel(value, book.epoch, timedelta=index in book.duration_styles)
-            return cell_text(moment) or ""
+            text = self._dates.get((raw, style))
+            if text is None:
+                value = float(raw)
+                moment = from_excel(value, book.epoch, timedelta=index in book.duration_styles)
+                text = cell_text(moment) or ""
+                if len(self._dates) >= _DATE_TEXTS:
+                    self._dates.clear()
+                self._dates[raw, style] = text
+            return text
         if "." in raw or "E" in raw or "e" in raw:
             return _number(float(raw))
         return str(int(raw))
