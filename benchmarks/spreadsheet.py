@@ -118,13 +118,13 @@ def ensure_xlsx(directory: Path, rows: int) -> Path:
     return path
 
 
-def bare_loop(path: Path, *, validate: bool) -> tuple[int, float]:
+def bare_loop(path: Path, *, validate: bool) -> tuple[int, float, float]:
     """openpyxl's read-only reader over the sheet (values only), each row validated by the
-    benchmark's row model when ``validate``: rows and seconds."""
+    benchmark's row model when ``validate``: rows, seconds and CPU seconds."""
     from openpyxl import load_workbook
 
     check = BenchRow.model_validate
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     book = load_workbook(path, read_only=True, data_only=True)
     rows = book.worksheets[0].iter_rows(values_only=True)
     header = [str(name) for name in next(rows)]
@@ -134,7 +134,7 @@ def bare_loop(path: Path, *, validate: bool) -> tuple[int, float]:
             check(dict(zip(header, row, strict=False)))
         count += 1
     book.close()
-    return count, time.perf_counter() - start
+    return count, time.perf_counter() - start, time.process_time() - cpu
 
 
 def xlsx_import(context: Context) -> Result:
@@ -142,8 +142,8 @@ def xlsx_import(context: Context) -> Result:
     rows = QUICK_ROWS if context.sizes.name == "quick" else FULL_ROWS
     xlsx = ensure_xlsx(context.input_dir, rows)
     csv = ensure_csv(context.input_dir, rows)
-    loop_rows, loop_seconds = bare_loop(xlsx, validate=True)
-    _, read_seconds = bare_loop(xlsx, validate=False)
+    loop_rows, loop_seconds, loop_cpu = bare_loop(xlsx, validate=True)
+    _, read_seconds, _ = bare_loop(xlsx, validate=False)
     if loop_rows != rows:
         raise RuntimeError(f"the bare loop read {loop_rows:,} rows, expected {rows:,}")
     with data_dir() as directory, Service(directory) as service:
@@ -168,7 +168,10 @@ def xlsx_import(context: Context) -> Result:
             "xlsx_rss_end_mb": round(run.samples[-1].rss / MB, 1),
             "csv_rows_per_s": round(csv_run.rows_per_second, 1),
             "csv_peak_rss_mb": round(csv_run.peak_rss / MB, 1),
+            "xlsx_service_cpu_s": round(run.cpu.process + run.cpu.helpers, 2),
+            "csv_service_cpu_s": round(csv_run.cpu.process + csv_run.cpu.helpers, 2),
             "bare_loop_rows_per_s": round(reference, 1),
+            "bare_loop_cpu_s": round(loop_cpu, 2),
             "bare_read_rows_per_s": round(rows / read_seconds, 1),
         },
         notes=[
@@ -182,6 +185,9 @@ def xlsx_import(context: Context) -> Result:
     result.ratios["throughput_vs_bare_loop"] = ratio
     result.ratios["throughput_vs_csv"] = run.rows_per_second / csv_run.rows_per_second
     result.ratios["rss_end_vs_early"] = growth
+    # CPU seconds, the service's and its helpers' against the bare loop's: what the import
+    # costs whatever else the machine runs meanwhile (it is shared).
+    result.ratios["cpu_of_bare_loop_vs_import"] = loop_cpu / (run.cpu.process + run.cpu.helpers)
     result.checks.append(at_least("throughput vs bare loop", ratio, 0.5, "x"))
     result.checks.append(at_most("RSS at end vs at a tenth of the rows", growth, 1.3, "x"))
     return result
