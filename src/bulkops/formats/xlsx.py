@@ -1,10 +1,12 @@
 """Streaming reader of XLSX workbooks: one worksheet, its first non-empty row the header.
 
-openpyxl opens the workbook in read-only mode (sheet list, shared strings, which styles
-are dates) and converts each cell; the worksheet's XML is walked here, row by row, each
-row dropped from the parse tree once read, so memory stays flat in rows. What a workbook
-holds in one piece is held whole: its shared strings table (the texts Excel stores once
-per workbook) and the parts before the rows of the sheet.
+openpyxl's reader (read-only mode) reads the workbook's parts: the sheet list, the styles
+and which of them are dates, the date epoch; it also converts date serials. The shared
+strings and the worksheet's rows are read here: the rows a block of XML at a time, each
+block parsed by the C parser and dropped, so memory stays flat in rows. What a workbook
+stores once is held whole: its shared strings table (each distinct text, as Excel saves
+them) and the XML before the sheet's rows. The table of the workbook read last stays
+for the next reader of the same file in the process (the next chunk of an operation).
 
 Cells come out as a CSV cell would read: text, whole numbers as integers (``3.0`` is
 ``"3"``), other numbers in decimal notation, booleans ``true``/``false``, dates and times
@@ -43,6 +45,8 @@ from bulkops.formats.base import GZIP_MAGIC, RawRow, match_columns, renamed
 
 __all__ = [
     "UnknownSheet",
+    "cell_text",
+    "check_sheet",
     "chunk_xlsx",
     "count_xlsx",
     "read_xlsx",
@@ -51,7 +55,6 @@ __all__ = [
 ]
 
 _ROW_TAG = f"{{{SHEET_MAIN_NS}}}row"
-_DATA_TAG = f"{{{SHEET_MAIN_NS}}}sheetData"
 _VALUE_TAG = f"{{{SHEET_MAIN_NS}}}v"
 _INLINE_TAG = f"{{{SHEET_MAIN_NS}}}is"
 _TEXT_TAG = f"{{{SHEET_MAIN_NS}}}t"
@@ -63,7 +66,7 @@ _STRING_TAG = f"{{{SHEET_MAIN_NS}}}si"
 MAX_SHARED_STRINGS_BYTES = 512 * 1024 * 1024
 # The XML before the rows of a sheet (sheet properties, views, column widths).
 _MAX_HEAD_BYTES = 16 * 1024 * 1024
-# Rows are parsed a block of XML at a time (about a thousand rows of five cells).
+# Rows are parsed a block of XML at a time (about 1,800 rows of five cells).
 _SCAN_BLOCK = 256 * 1024
 _DATE_TEXTS = 65536  # date texts kept for reuse, at most
 
@@ -382,6 +385,8 @@ class _Sheet:
                     if len(root) != len(kept):
                         raise _broken("unexpected elements among the worksheet's rows")
                     for row, keep in zip(root, kept, strict=True):
+                        if row.tag != _ROW_TAG:  # e.g. Strict Open XML's namespace
+                            raise _broken(f"unexpected element {row.tag} among the rows")
                         if keep:
                             yield self._cells(row)
         except ParseError as exc:
