@@ -23,6 +23,7 @@ from bulkops.formats import (
     detect_format,
     read_header,
     read_rows,
+    xlsx,
 )
 from bulkops.formats.base import is_compressed
 from bulkops.formats.workbook import WorkbookStream, header_workbook
@@ -385,3 +386,57 @@ def test_a_corrupt_gzip_stream_is_a_file_error(tmp_path: Path, fmt: FileFormat) 
             list(read_rows(path, fmt, columns=["name"]))
         with pytest.raises(FileFormatError, match="not a valid gzip stream"):
             count_rows(path, fmt)
+
+
+# --- plain XML without a parser ---------------------------------------------------------
+
+TRICKY: list[list[Any]] = [
+    ["name", "email", "age", "when", "flag"],
+    ["a & b <c> \"q\" 'x'", "  spaced  ", 1.5, datetime(2021, 3, 4, 5, 6, 7), True],
+    ["multi\nline\ttab", "émoji 🎉", -3, date(1999, 12, 31), False],
+    ["=1+2", None, 10**12, 0.1, ""],
+    [None, None, None, None, None],
+    ["x", "y", 2.0, "2021-01-01", "text"],
+]
+
+
+@pytest.mark.parametrize("write_only", [False, True])
+def test_plain_xml_reads_as_the_parser_reads_it(
+    tmp_path: Path, write_only: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = book_file(tmp_path, ("S", TRICKY), write_only=write_only)
+    columns = ["name", "email", "age", "when", "flag"]
+    parser = xlsx.XML
+    parses: list[int] = []
+    monkeypatch.setattr(xlsx, "XML", lambda text: parses.append(1) or parser(text))
+    quick = [(r.number, r.values, r.raw) for r in rows(path, columns=columns, keep_raw=True)]
+    assert not parses  # read without the parser
+
+    monkeypatch.setattr(xlsx._Sheet, "_plain_rows", lambda *_: None)
+    parsed = [(r.number, r.values, r.raw) for r in rows(path, columns=columns, keep_raw=True)]
+
+    assert quick == parsed
+    assert quick[0][1] == {
+        "name": "a & b <c> \"q\" 'x'",
+        "email": "  spaced  ",
+        "age": "1.5",
+        "when": "2021-03-04T05:06:07",
+        "flag": "true",
+    }
+    assert quick[1][1] is not None and quick[1][1]["email"] == "émoji 🎉"
+
+
+def test_the_streamed_workbook_reads_plain_and_parsed_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = WorkbookStream()
+    for row in TRICKY:
+        book.row(row)
+    book.finish()
+    path = tmp_path / "stream.xlsx"
+    path.write_bytes(book.take())
+    columns = ["name", "email", "age", "when", "flag"]
+    quick = [(r.number, r.values) for r in rows(path, columns=columns)]
+    monkeypatch.setattr(xlsx._Sheet, "_plain_rows", lambda *_: None)
+    assert quick == [(r.number, r.values) for r in rows(path, columns=columns)]
+    assert len(quick) == 4
