@@ -2,11 +2,14 @@
 
 openpyxl's reader (read-only mode) reads the workbook's parts: the sheet list, the styles
 and which of them are dates, the date epoch; it also converts date serials. The shared
-strings and the worksheet's rows are read here: the rows a block of XML at a time, each
-block parsed by the C parser and dropped, so memory stays flat in rows. What a workbook
-stores once is held whole: its shared strings table (each distinct text, as Excel saves
-them) and the XML before the sheet's rows. The table of the workbook read last stays
-for the next reader of the same file in the process (the next chunk of an operation).
+strings and the worksheet's rows are read here: the rows a block of XML at a time, so
+memory stays flat in rows. A block whose XML is plain (cells as Excel, LibreOffice and
+openpyxl write them) is read with regular expressions, cell by cell; any other block is
+parsed by the C parser into a tree, then dropped. Both give the same cells. What a
+workbook stores once is held whole: its shared strings table (each distinct text, as
+Excel saves them) and the XML before the sheet's rows. The table of the workbook read
+last stays for the next reader of the same file in the process (the next chunk of an
+operation).
 
 Cells come out as a CSV cell would read: text, whole numbers as integers (``3.0`` is
 ``"3"``), other numbers in decimal notation, booleans ``true``/``false``, dates and times
