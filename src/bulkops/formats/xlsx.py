@@ -480,7 +480,7 @@ class _Sheet:
         cells: dict[int, str] = {}
         columns = _COLUMNS
         for letters, style, kind, style_after, raw, inline in found:
-            column = columns.get(letters) or _column(letters.decode())
+            column = columns.get(key := letters.decode()) or _column(key)
             if inline:
                 cells[column] = _unescape(inline)
             elif raw:
