@@ -17,7 +17,11 @@ from benchmarks.profilers import Profiler
 from benchmarks.service import Service, ServiceError
 
 TERMINAL = frozenset({"Completed", "CompletedWithErrors", "Failed", "Cancelled"})
-CONTENT_TYPES = {".csv": "text/csv", ".jsonl": "application/x-ndjson"}
+CONTENT_TYPES = {
+    ".csv": "text/csv",
+    ".jsonl": "application/x-ndjson",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
 POLL_INTERVAL = 0.05
 RUN_TIMEOUT = 900.0
 UPLOAD_TIMEOUT = httpx.Timeout(300.0, connect=10.0)

@@ -30,6 +30,7 @@ from benchmarks.reads import concurrent_uploads, read_latency
 from benchmarks.results import Figure, Result, at_least, at_most
 from benchmarks.scaleout import postgres_throughput, worker_speedup
 from benchmarks.service import Service
+from benchmarks.spreadsheet import xlsx_import
 
 Measure = Callable[[Context], Result]
 
@@ -496,5 +497,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         "{rows}-row CSV, batch operation (batches of 500, empty process_batch)",
         ">= 0.5 x reference",
         batch_throughput,
+    ),
+    Scenario(
+        15,
+        "200,000-row XLSX workbook (20,000 in quick mode) beside the same rows as CSV",
+        ">= 0.5 x the bare openpyxl loop; RSS at end <= 1.3 x RSS at a tenth",
+        xlsx_import,
     ),
 )

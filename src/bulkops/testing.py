@@ -63,6 +63,7 @@ async def run_operation(
     file_format: str = "csv",
     max_row_concurrency: int = 1,
     column_map: dict[str, str] | None = None,
+    sheet: str | None = None,
 ) -> OperationResult:
     """Create and process one operation in memory; return its record, rows and events.
 
@@ -73,9 +74,11 @@ async def run_operation(
         operation: The operation class (decorated with ``@bulkops.operation``).
         content: The file's text or bytes, or a path to read.
         metadata: The metadata object (default: empty).
-        file_format: ``csv``, ``json`` or ``jsonl`` (ignored for paths with a known suffix).
+        file_format: ``csv``, ``json``, ``jsonl`` or ``xlsx`` (ignored for paths with a
+            known suffix; a ``.gz`` path is read decompressed).
         max_row_concurrency: Rows (or batches) processed in parallel.
         column_map: File column -> row field, as the ``columnMap`` form field.
+        sheet: The XLSX worksheet to read, as the ``sheet`` form field (default: the first).
     """
     if isinstance(content, Path):
         name = content.name
@@ -99,6 +102,7 @@ async def run_operation(
             metadata=json.dumps(metadata or {}),
             upload=Upload(file_name=name, content_type=None, chunks=_chunks(data)),
             column_map=None if column_map is None else json.dumps(column_map),
+            sheet=sheet,
         )
         record = created.record
         scheduler = runtime.scheduler

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CHECKED = {"PASS", "MISS"}
-SCENARIOS = list(range(1, 15))
+SCENARIOS = list(range(1, 16))
 WITH_RATIOS = {
     1,
     3,
@@ -22,6 +22,7 @@ WITH_RATIOS = {
     11,
     12,
     13,
+    15,
 }  # every throughput figure comes with its ratio to the reference
 
 pytestmark = pytest.mark.e2e

@@ -4,6 +4,7 @@ process, stopped by a cancel or a shutdown, and taken over here when the helper 
 from __future__ import annotations
 
 import asyncio
+import io
 import math
 import os
 import signal
@@ -18,6 +19,7 @@ from uuid import uuid4
 
 import httpx
 import pytest
+from openpyxl import Workbook
 
 import bulkops as bo
 from bulkops.engine import row_helpers
@@ -585,3 +587,36 @@ async def test_a_job_sent_ahead_never_starts_after_a_failed_one(
     assert failed.failure is not None and "UTF-8" in failed.failure
     assert dropped.stopped and dropped.failure is None
     assert all(n < 100 for n, _ in processed(log))
+
+
+async def test_the_chunks_of_a_chosen_worksheet_run_in_the_helper(
+    make: Callable[..., Any], tmp_path: Path
+) -> None:
+
+    book = Workbook()
+    book.active.title = "Notes"
+    book.active.append(["n"])
+    book.active.append([999])
+    sheet = book.create_sheet("Rows")
+    sheet.append(["n"])
+    for n in range(1, ROWS + 1):
+        sheet.append([n])
+    content = io.BytesIO()
+    book.save(content)
+    client = await make(row_helpers=1)
+    log = tmp_path / "log"
+
+    operation_id = await create_ok(
+        client,
+        content.getvalue(),
+        operation="helper-rows",
+        metadata={"log": str(log)},
+        file_name="rows.xlsx",
+        extra={"sheet": "Rows"},
+    )
+    status = await wait_status(client, operation_id)
+
+    assert (status["status"], status["totalRows"]) == ("Completed", ROWS)
+    ran = processed(log)
+    assert sorted(n for n, _ in ran) == list(range(1, ROWS + 1))
+    assert any(pid in helpers_of(client).pids for _, pid in ran), "no row ran in the helper"

@@ -100,8 +100,8 @@ async def test_request_errors_are_raised_before_anything_streams(
         await service.export(uuid.uuid4())
     with pytest.raises(BadRequest, match="Invalid mode 'xml': expected one of report, data"):
         await service.export(plain, mode="xml")
-    with pytest.raises(BadRequest, match="Invalid format 'xlsx': expected one of csv, json"):
-        await service.export(plain, file_format="xlsx")
+    with pytest.raises(BadRequest, match="Invalid format 'ods': expected one of csv, json"):
+        await service.export(plain, file_format="ods")
     with pytest.raises(Conflict, match="operation 'plain' does not keep row data"):
         await service.export(plain, mode="data")
     with pytest.raises(Conflict, match="operation 'unregistered' does not keep row data"):

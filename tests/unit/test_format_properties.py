@@ -218,7 +218,7 @@ def test_ten_thousand_columns_and_nul_bytes(tmp_path: Path) -> None:
     assert [r.values for r in got] == [{"email": "a@x.io"}] * 2
 
 
-@pytest.mark.parametrize("fmt", list(FileFormat))
+@pytest.mark.parametrize("fmt", [FileFormat.CSV, FileFormat.JSONL, FileFormat.JSON])
 def test_invalid_utf8_is_a_file_error_naming_the_row(tmp_path: Path, fmt: FileFormat) -> None:
     bodies = {
         FileFormat.CSV: b"email\na@x.io\n\xff\xfe@x.io\n",

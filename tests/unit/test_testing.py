@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
+import io
+from pathlib import Path
+
 import pytest
+from openpyxl import Workbook
 
 import bulkops as bo
 from bulkops.testing import run_operation, run_operation_sync
@@ -64,3 +69,24 @@ def test_run_operation_sync_with_json_lines() -> None:
     )
     assert result.status is bo.OperationStatus.COMPLETED
     assert sorted(SEEN) == ["a", "b"]
+
+
+async def test_run_operation_reads_a_chosen_worksheet_and_gzip(tmp_path: Path) -> None:
+    book = Workbook()
+    book.active.append(["note"])
+    prices = book.create_sheet("Prices")
+    prices.append(["sku", "price"])
+    prices.append(["a", 1])
+    prices.append(["b", 2.5])
+    content = io.BytesIO()
+    book.save(content)
+
+    result = await run_operation(
+        PriceUpdate, content.getvalue(), file_format="xlsx", sheet="Prices"
+    )
+    assert result.status is bo.OperationStatus.COMPLETED
+    assert SEEN == ["a", "b"]
+
+    packed = tmp_path / "prices.csv.gz"
+    packed.write_bytes(gzip.compress(b"sku,price\nc,3\n"))
+    assert (await run_operation(PriceUpdate, packed)).record.total_rows == 1

@@ -34,7 +34,10 @@ from bulkops.storage.deliveries import SHORTHANDS, TRIGGERS
 JsonObject = dict[str, Any]
 
 SECURITY_SCHEME = "bearerAuth"
-FILE_MEDIA_TYPES = "text/csv, application/json, application/x-ndjson"
+FILE_MEDIA_TYPES = (
+    "text/csv, application/json, application/x-ndjson, "
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, application/gzip"
+)
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 _GENERIC_ERRORS = {
@@ -185,14 +188,20 @@ def submission_body(registry: Registry, schemas: JsonObject, *, extra: bool) -> 
             "type": "string",
             "format": "binary",
             "minLength": 1,
-            "description": "CSV, JSON array or JSON Lines, told by the file name's extension "
-            "(.csv, .json, .jsonl, .ndjson), else by the part's content type",
+            "description": "CSV, JSON array, JSON Lines or XLSX, told by the file name's "
+            "extension (.csv, .json, .jsonl, .ndjson, .xlsx), else by the part's content "
+            "type; gzip-compressed when the name ends with .gz or the type is "
+            "application/gzip (the format then comes from the name without .gz)",
         },
     }
     properties["columnMap"] = {
         "type": "object",
         "additionalProperties": {"type": "string"},
         "description": "File column -> row field (alias or name), applied before matching",
+    }
+    properties["sheet"] = {
+        "type": "string",
+        "description": "The XLSX worksheet to read (default: the first); only for XLSX files",
     }
     encoding: JsonObject = {
         "file": {"contentType": FILE_MEDIA_TYPES},

@@ -30,6 +30,7 @@ class SubmissionForm:
     created_by: str | None
     column_map: str | None
     upload: Upload | None
+    sheet: str | None = None
 
 
 async def _chunks(file: UploadFile) -> AsyncIterator[bytes]:
@@ -89,6 +90,7 @@ async def read_form(request: Request, max_upload_bytes: int) -> tuple[Submission
             created_by=_text(form, "createdBy"),
             column_map=_text(form, "columnMap"),
             upload=upload,
+            sheet=_text(form, "sheet"),
         ),
         form,
     )

@@ -23,7 +23,7 @@ from bulkops.errors import IllegalTransition
 from bulkops.formats import ChunkStart, RawRow
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import OperationChange
-from bulkops.storage.records import ChunkRecord, OperationRecord
+from bulkops.storage.records import ChunkRecord, OperationRecord, stored_sheet
 from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
@@ -91,7 +91,12 @@ class ChunkRun(Run):
                     return
                 done = ran
             rows = read_chunk(
-                path, definition, chunk, self.record.file_format, self.record.column_map
+                path,
+                definition,
+                chunk,
+                self.record.file_format,
+                self.record.column_map,
+                stored_sheet(self.record),
             )
             try:
                 remaining = dropwhile(lambda raw: raw.number <= done, rows)
@@ -149,6 +154,7 @@ class ChunkRun(Run):
             chunk=self.chunk,
             report_interval=self._config.flush_interval,
             created_by=self.record.created_by,
+            sheet=stored_sheet(self.record),
         )
 
     def _take(self, progress: Progress) -> None:
@@ -245,12 +251,16 @@ def read_chunk(
     chunk: ChunkRecord,
     file_format: str,
     column_map: Mapping[str, str] | None,
+    sheet: str | None = None,
 ) -> Generator[RawRow, None, None]:
     """The raw rows of ``chunk`` of an operation's stored file (read from the chunk's
-    offset when it is known, else from the start of the file). Close it when done."""
+    offset when it is known, else from the start of the file; an XLSX file from
+    worksheet ``sheet``). Close it when done."""
     start = ChunkStart(chunk.first_row, chunk.offset) if chunk.offset >= 0 else None
     limit = chunk.row_count if start is not None else None
-    reader = operation_rows(path, definition, file_format, column_map, start=start, limit=limit)
+    reader = operation_rows(
+        path, definition, file_format, column_map, start=start, limit=limit, sheet=sheet
+    )
     first = chunk.first_row
     try:
         yield from islice(dropwhile(lambda raw: raw.number < first, reader), chunk.row_count)

@@ -59,6 +59,7 @@ class Job:
     # a job of its operation that was stopped or failed (its run goes on in the parent).
     ahead: bool = False
     created_by: str = ""  # the operation's creator, for current_row()
+    sheet: str | None = None  # the XLSX worksheet read (None: the first)
 
 
 @dataclass(frozen=True, slots=True)

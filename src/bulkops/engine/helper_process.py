@@ -169,7 +169,9 @@ async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
     if definition is None:
         raise OperationFailed(f"Operation {job.operation!r} is not registered in the row helper")
     metadata, instance = await instantiate(definition, job.metadata)
-    rows = read_chunk(Path(job.path), definition, job.chunk, job.file_format, job.column_map)
+    rows = read_chunk(
+        Path(job.path), definition, job.chunk, job.file_format, job.column_map, job.sheet
+    )
     try:
         basics = (definition, instance, metadata, job.operation_id)
         if definition.is_batch:

@@ -33,7 +33,7 @@ from bulkops.storage.ports import (
     RowStore,
     WakeUps,
 )
-from bulkops.storage.records import ChunkRecord, OperationRecord
+from bulkops.storage.records import ChunkRecord, OperationRecord, stored_sheet
 from bulkops.storage.states import OperationStatus, RowState
 from bulkops.storage.wakeups import NoWakeUps
 
@@ -138,8 +138,9 @@ class OperationRun(Run):
                 and path.stat().st_size >= WARM_HELPERS_BYTES
             ):
                 helpers.warm()  # starts while the rows are counted
+            sheet = stored_sheet(self.record)
             counted = await asyncio.to_thread(
-                count_chunks, path, fmt, self._config.chunk_rows or 2**31, delimiter
+                count_chunks, path, fmt, self._config.chunk_rows or 2**31, delimiter, sheet
             )
             if len(counted.chunks) > 1:
                 await self._split(counted)
@@ -149,7 +150,7 @@ class OperationRun(Run):
             )
             runner = await self._prepare(definition, counted.total)
             reader = operation_rows(
-                path, definition, self.record.file_format, self.record.column_map
+                path, definition, self.record.file_format, self.record.column_map, sheet=sheet
             )
             try:
                 stored = await StoredRows.load(self._stores.rows, self.record.id)
@@ -193,7 +194,7 @@ class OperationRun(Run):
         source = RetrySource(
             pending,
             definition,
-            drop_empty=fmt is FileFormat.CSV,
+            drop_empty=fmt in (FileFormat.CSV, FileFormat.XLSX),
             column_map=self.record.column_map,
         )
         await self._run(source, runner)

@@ -27,9 +27,11 @@ def operation_rows(
     *,
     start: ChunkStart | None = None,
     limit: int | None = None,
+    sheet: str | None = None,
 ) -> Generator[RawRow, None, None]:
     """The raw rows of an operation's stored file, read as its definition says (from
-    ``start`` for at most ``limit`` rows when given; see ``formats.read_rows``)."""
+    ``start`` for at most ``limit`` rows when given, an XLSX file from worksheet
+    ``sheet``; see ``formats.read_rows``)."""
     fmt = FileFormat(file_format)
     return read_rows(
         path,
@@ -42,6 +44,7 @@ def operation_rows(
         delimiter=definition.controls.csv_delimiter,
         start=start,
         limit=limit,
+        sheet=sheet,
     )
 
 

@@ -1,10 +1,12 @@
-"""Streaming readers of uploaded files: CSV, a JSON array of objects, and JSON Lines.
+"""Streaming readers of uploaded files: CSV, a JSON array of objects, JSON Lines and XLSX
+(a worksheet), each also gzip-compressed.
 
 Readers open the file in binary, decode it themselves and never hold more than the
 current record, so multi-gigabyte files read in flat memory. Problems confined to one
 row come back as a ``RawRow`` with ``error`` set; problems with the file as a whole
-(missing header or required columns, bad encoding, malformed JSON array) raise
-``bulkops.errors.FileFormatError``.
+(missing header or required columns, bad encoding, malformed JSON array, broken workbook,
+corrupt gzip stream) raise ``bulkops.errors.FileFormatError``. A gzip-compressed file is
+known by its first bytes and decompressed as it is read (``base.open_file``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from bulkops.formats.base import FileFormat, RawRow, detect_format
 from bulkops.formats.csvfile import chunk_csv, count_csv, read_csv, read_csv_header
 from bulkops.formats.jsonarray import count_json, read_json
 from bulkops.formats.jsonlines import chunk_jsonl, count_jsonl, read_jsonl
+from bulkops.formats.xlsx import chunk_xlsx, count_xlsx, read_xlsx, read_xlsx_header
 
 __all__ = [
     "ChunkStart",
@@ -61,12 +64,14 @@ def read_rows(
     delimiter: str | None = None,
     start: ChunkStart | None = None,
     limit: int | None = None,
+    sheet: str | None = None,
 ) -> Generator[RawRow, None, None]:
     """Stream the data rows of a local file.
 
     File columns (CSV header names, JSON object keys) are matched to ``columns`` exactly,
     else case-insensitively, exact matches winning; unmatched file columns are ignored.
-    CSV values stay strings (an empty cell is ``""``); JSON numbers are int or float.
+    CSV values stay strings (an empty cell is ``""``); JSON numbers are int or float; XLSX
+    cells become the text a CSV cell would hold, empty cells left out (see ``formats.xlsx``).
     Validation happens lazily: errors about the file as a whole are raised by the first
     ``next()``, before any row is yielded, or later for faults found mid-file (bad
     encoding, malformed JSON). The file is closed when the iterator is exhausted, closed
@@ -74,9 +79,9 @@ def read_rows(
 
     Args:
         path: The local file.
-        fmt: Its format (a plain ``"csv"``, ``"json"`` or ``"jsonl"`` is accepted too).
+        fmt: Its format (a plain ``"csv"``, ``"json"``, ``"jsonl"`` or ``"xlsx"`` too).
         columns: The row model's column names.
-        required: Model columns a CSV header must contain. JSON formats have no header,
+        required: Model columns a CSV or XLSX header must contain. JSON formats have no header,
             so missing keys are left for row validation to report.
         keep_raw: Also return each record under the file's own column names.
         drop_empty: Leave empty CSV cells out of ``values`` (an empty cell is a missing
@@ -86,6 +91,7 @@ def read_rows(
         delimiter: The CSV delimiter; None detects it from the header line.
         start: Read from this chunk's first row on (rows before it are skipped).
         limit: Stop after this many rows.
+        sheet: The XLSX worksheet to read (None: the first one); ignored for other formats.
 
     Yields:
         One ``RawRow`` per data row, numbered from 1.
@@ -109,6 +115,16 @@ def read_rows(
         )
     elif fmt is FileFormat.JSON:
         reader = read_json(path, columns=columns, keep_raw=keep_raw, column_map=column_map)
+    elif fmt is FileFormat.XLSX:
+        reader = read_xlsx(
+            path,
+            columns=columns,
+            required=required,
+            keep_raw=keep_raw,
+            column_map=column_map,
+            sheet=sheet,
+            start=seek,
+        )
     else:
         reader = read_jsonl(
             path, columns=columns, keep_raw=keep_raw, column_map=column_map, start=seek
@@ -130,7 +146,9 @@ def _range(
         reader.close()
 
 
-def count_rows(path: Path, fmt: FileFormat, delimiter: str | None = None) -> int:
+def count_rows(
+    path: Path, fmt: FileFormat, delimiter: str | None = None, sheet: str | None = None
+) -> int:
     """Count the data rows ``read_rows`` would yield, streaming the file.
 
     CSV records are counted with the csv parser (quoted fields may span lines); a JSON
@@ -144,22 +162,34 @@ def count_rows(path: Path, fmt: FileFormat, delimiter: str | None = None) -> int
         return count_csv(path, delimiter)
     if fmt is FileFormat.JSON:
         return count_json(path)
+    if fmt is FileFormat.XLSX:
+        return count_xlsx(path, sheet)
     return count_jsonl(path)
 
 
-def read_header(path: Path, fmt: FileFormat, delimiter: str | None = None) -> list[str] | None:
-    """The column names of a CSV file's header row, or None for JSON formats.
+def read_header(
+    path: Path, fmt: FileFormat, delimiter: str | None = None, sheet: str | None = None
+) -> list[str] | None:
+    """The column names of a CSV file's header row or an XLSX sheet's, or None for JSON
+    formats.
 
     Raises:
-        FileFormatError: A CSV file is empty or its header cannot be parsed.
+        FileFormatError: A CSV file or XLSX sheet is empty or its header cannot be read.
     """
-    if FileFormat(fmt) is FileFormat.CSV:
+    fmt = FileFormat(fmt)
+    if fmt is FileFormat.CSV:
         return read_csv_header(path, delimiter)
+    if fmt is FileFormat.XLSX:
+        return read_xlsx_header(path, sheet)
     return None
 
 
 def count_chunks(
-    path: Path, fmt: FileFormat, chunk_rows: int, delimiter: str | None = None
+    path: Path,
+    fmt: FileFormat,
+    chunk_rows: int,
+    delimiter: str | None = None,
+    sheet: str | None = None,
 ) -> RowCount:
     """Count the data rows as ``count_rows`` does and find where every ``chunk_rows`` rows
     a chunk begins: its first row and that row's byte offset, so a reader can seek there.
@@ -176,6 +206,8 @@ def count_chunks(
         total, found = chunk_csv(path, size, delimiter)
     elif fmt is FileFormat.JSONL:
         total, found = chunk_jsonl(path, size)
+    elif fmt is FileFormat.XLSX:
+        total, found = chunk_xlsx(path, size, sheet)
     else:
         total, found = count_json(path), []
     starts = tuple(ChunkStart(first, offset) for first, offset in found)

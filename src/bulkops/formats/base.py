@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, BinaryIO
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+
+from bulkops.errors import FileFormatError
 
 # Keys used in ``RawRow.raw`` for content that has no column name of its own. They start
 # with an underscore so they cannot be mistaken for a model column.
@@ -31,6 +36,7 @@ class FileFormat(StrEnum):
     CSV = "csv"
     JSON = "json"
     JSONL = "jsonl"
+    XLSX = "xlsx"
 
 
 @dataclass(slots=True)
@@ -60,7 +66,10 @@ _EXTENSIONS = {
     "jsonl": FileFormat.JSONL,
     "ndjson": FileFormat.JSONL,
     "jsonlines": FileFormat.JSONL,
+    "xlsx": FileFormat.XLSX,
 }
+
+XLSX_MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 _CONTENT_TYPES = {
     "text/csv": FileFormat.CSV,
@@ -75,15 +84,36 @@ _CONTENT_TYPES = {
     "application/jsonlines": FileFormat.JSONL,
     "application/x-jsonlines": FileFormat.JSONL,
     "text/jsonl": FileFormat.JSONL,
+    XLSX_MEDIA_TYPE: FileFormat.XLSX,
 }
+
+# Media types of a gzip-compressed upload: the format then comes from the file name.
+_GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/gzip-compressed"})
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _base_name(file_name: str | None) -> str:
+    # Browsers may send a full client path, with either separator.
+    return (file_name or "").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _media(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_compressed(file_name: str | None, content_type: str | None) -> bool:
+    """Whether an upload is gzip-compressed: its name ends with ``.gz`` (any case) or its
+    content type is ``application/gzip``."""
+    return _base_name(file_name).lower().endswith(".gz") or _media(content_type) in _GZIP_TYPES
 
 
 def detect_format(file_name: str | None, content_type: str | None) -> FileFormat | None:
     """Guess the format of an upload.
 
     The file name's extension decides when it is known (``.csv``, ``.json``, ``.jsonl``,
-    ``.ndjson``, any case); otherwise the content type does (parameters such as
-    ``charset`` are ignored, and any ``+json`` type counts as JSON).
+    ``.ndjson``, ``.xlsx``, any case); otherwise the content type does (parameters such as
+    ``charset`` are ignored, and any ``+json`` type counts as JSON). A compressed upload
+    (see ``is_compressed``) is known by the name without its ``.gz`` alone.
 
     Args:
         file_name: The uploaded file name, possibly with a client-side path.
@@ -92,21 +122,82 @@ def detect_format(file_name: str | None, content_type: str | None) -> FileFormat
     Returns:
         The format, or None when neither hint names a supported one.
     """
-    if file_name:
-        # Browsers may send a full client path, with either separator.
-        base = file_name.replace("\\", "/").rsplit("/", 1)[-1]
-        if "." in base:
-            found = _EXTENSIONS.get(base.rsplit(".", 1)[1].lower())
-            if found is not None:
-                return found
-    if content_type:
-        media = content_type.split(";", 1)[0].strip().lower()
-        found = _CONTENT_TYPES.get(media)
+    base = _base_name(file_name)
+    compressed = is_compressed(file_name, content_type)
+    if base.lower().endswith(".gz"):
+        base = base[:-3]
+    if "." in base:
+        found = _EXTENSIONS.get(base.rsplit(".", 1)[1].lower())
         if found is not None:
             return found
-        if media.endswith("+json"):
-            return FileFormat.JSON
+    if compressed:
+        return None
+    media = _media(content_type)
+    found = _CONTENT_TYPES.get(media)
+    if found is not None:
+        return found
+    if media.endswith("+json"):
+        return FileFormat.JSON
     return None
+
+
+def corrupt_gzip_message(detail: object) -> str:
+    """The message of a compressed file that cannot be decompressed."""
+    return f"The file is not a valid gzip stream ({detail})"
+
+
+class _Gunzip(gzip.GzipFile):
+    """A gzip stream whose decompression faults are ``FileFormatError``s."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        try:
+            return super().read(size)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise FileFormatError(corrupt_gzip_message(exc)) from None
+
+    def read1(self, size: int = -1) -> bytes:
+        try:
+            return super().read1(size)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise FileFormatError(corrupt_gzip_message(exc)) from None
+
+    def readline(self, size: int | None = -1) -> bytes:
+        try:
+            return super().readline(size)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise FileFormatError(corrupt_gzip_message(exc)) from None
+
+    def peek(self, n: int) -> bytes:
+        try:
+            return super().peek(n)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise FileFormatError(corrupt_gzip_message(exc)) from None
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        try:
+            return super().seek(offset, whence)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise FileFormatError(corrupt_gzip_message(exc)) from None
+
+
+def open_file(path: Path) -> BinaryIO:
+    """Open a stored file for reading, decompressed while it is read when it is gzip
+    (known by its first bytes, so a file stored as uploaded needs no other mark).
+
+    Offsets (``tell``, ``seek``) are then positions in the decompressed bytes; a seek
+    forward decompresses what it passes, a seek back starts again from the top. A corrupt
+    stream raises ``FileFormatError`` where it is met.
+    """
+    fh = path.open("rb")
+    try:
+        if fh.read(len(GZIP_MAGIC)) != GZIP_MAGIC:
+            fh.seek(0)
+            return fh
+    except BaseException:
+        fh.close()
+        raise
+    fh.close()
+    return cast(BinaryIO, _Gunzip(path, "rb"))
 
 
 def _fold(name: str) -> str:

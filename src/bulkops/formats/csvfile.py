@@ -22,6 +22,7 @@ from bulkops.formats.base import (
     decoded_blocks,
     match_columns,
     not_utf8_message,
+    open_file,
     renamed,
     scan_lines,
     too_large_message,
@@ -216,7 +217,7 @@ def read_csv(
 ) -> Generator[RawRow, None, None]:
     """Stream the data rows of a CSV file (see ``bulkops.formats.read_rows``); with
     ``start`` (row number, byte offset from ``chunk_csv``), from that row on."""
-    with path.open("rb") as fh, _Lines(fh, track=True) as lines:
+    with open_file(path) as fh, _Lines(fh, track=True) as lines:
         reader = csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter)
         header = _read_header(reader)
         lines.new_record()
@@ -273,7 +274,7 @@ def chunk_csv(
     Without a quote after the header every non-blank line is one record, and the lines
     are counted in blocks; otherwise the csv parser counts the records.
     """
-    with path.open("rb") as fh, _Lines(fh, track=False) as lines:
+    with open_file(path) as fh, _Lines(fh, track=False) as lines:
         _read_header(csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter))
         if lines.seekable:
             fh.seek(lines.tell())
@@ -292,7 +293,7 @@ def _parse_chunks(
     path: Path, chunk_rows: int, delimiter: str | None
 ) -> tuple[int, list[tuple[int, int]]]:
     """``chunk_csv`` by parsing every record."""
-    with path.open("rb") as fh, _Lines(fh, track=False) as lines:
+    with open_file(path) as fh, _Lines(fh, track=False) as lines:
         reader = csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter)
         _read_header(reader)
         seekable = lines.seekable
@@ -323,5 +324,5 @@ def _parse_chunks(
 
 def read_csv_header(path: Path, delimiter: str | None = None) -> list[str]:
     """The header row of a CSV file (BOM removed)."""
-    with path.open("rb") as fh, _Lines(fh, track=False) as lines:
+    with open_file(path) as fh, _Lines(fh, track=False) as lines:
         return _read_header(csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter))

@@ -24,6 +24,7 @@ from bulkops.formats.base import (
     RawRow,
     decode_json,
     not_utf8_message,
+    open_file,
     too_deep_message,
     too_large_message,
 )
@@ -249,7 +250,7 @@ def read_json(
 ) -> Generator[RawRow, None, None]:
     """Stream the elements of a JSON array file (see ``bulkops.formats.read_rows``)."""
     matcher = KeyMatcher(columns, column_map)
-    with path.open("rb") as fh:
+    with open_file(path) as fh:
         walker = _ArrayWalker(fh)
         for item in walker.elements():
             yield _failure_row(walker, item, matcher, keep_raw)
@@ -257,6 +258,6 @@ def read_json(
 
 def count_json(path: Path) -> int:
     """Count the elements of the top-level array, checking the whole document parses."""
-    with path.open("rb") as fh:
+    with open_file(path) as fh:
         walker = _ArrayWalker(fh)
         return sum(1 for _ in walker.elements())

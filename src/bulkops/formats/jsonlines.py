@@ -20,6 +20,7 @@ from bulkops.formats.base import (
     decode_json,
     decoded_blocks,
     not_utf8_message,
+    open_file,
     scan_lines,
     too_deep_message,
     too_large_message,
@@ -73,7 +74,7 @@ def read_jsonl(
     """Stream the lines of a JSON Lines file (see ``bulkops.formats.read_rows``); with
     ``start`` (row number, byte offset from ``chunk_jsonl``), from that row on."""
     matcher = KeyMatcher(columns, column_map)
-    with path.open("rb") as fh:
+    with open_file(path) as fh:
         number = 0
         by_line = _lines(fh)
         if start is not None and start[1] >= 0:
@@ -119,7 +120,7 @@ def chunk_jsonl(path: Path, chunk_rows: int) -> tuple[int, list[tuple[int, int]]
     """Count the rows as ``read_jsonl`` numbers them and, with ``chunk_rows``, find the
     byte offsets where rows 1, 1 + chunk_rows, ... begin (in blocks of lines when it can,
     line by line when a block is not valid UTF-8 or holds a line too long to read)."""
-    with path.open("rb") as fh:
+    with open_file(path) as fh:
         _lines(fh)  # past any BOM
         counted = scan_lines(fh, chunk_rows, blank=_WS_TEXT.encode())
     return _parse_chunks(path, chunk_rows) if counted is None else counted
@@ -129,7 +130,7 @@ def _parse_chunks(path: Path, chunk_rows: int) -> tuple[int, list[tuple[int, int
     """``chunk_jsonl`` line by line, naming the first line that is not UTF-8."""
     count = 0
     starts: list[tuple[int, int]] = []
-    with path.open("rb") as fh:
+    with open_file(path) as fh:
         lines = _lines(fh)
         before = fh.tell()
         for line in lines:

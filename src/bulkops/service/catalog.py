@@ -1,4 +1,4 @@
-"""Discovery of registered operations and their CSV templates."""
+"""Discovery of registered operations and their templates (CSV or XLSX)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ import io
 
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry
-from bulkops.errors import NotFound
+from bulkops.errors import BadRequest, NotFound
+from bulkops.formats.base import XLSX_MEDIA_TYPE
+from bulkops.formats.workbook import header_workbook
+
+CSV_MEDIA_TYPE = "text/csv; charset=utf-8"
 
 
 class CatalogService:
@@ -33,3 +37,22 @@ class CatalogService:
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\r\n").writerow(definition.columns)
         return buffer.getvalue(), f"{definition.name}-template.csv"
+
+    def template_file(self, name: str, file_format: str | None = None) -> tuple[bytes, str, str]:
+        """The template as ``file_format`` (``csv``, the default, or ``xlsx``, any case):
+        its bytes, file name and media type. The XLSX template is a workbook whose one
+        sheet holds the header row.
+
+        Raises:
+            NotFound: no such operation.
+            BadRequest: another format.
+        """
+        chosen = (file_format or "csv").strip().casefold()
+        if chosen == "csv":
+            text, file_name = self.template(name)
+            return text.encode(), file_name, CSV_MEDIA_TYPE
+        if chosen != "xlsx":
+            raise BadRequest(f"Invalid format '{file_format}': expected one of csv, xlsx")
+        definition = self.get(name)
+        content = header_workbook(definition.columns, sheet_name=definition.name[:31])
+        return content, f"{definition.name}-template.xlsx", XLSX_MEDIA_TYPE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,8 +11,9 @@ from bulkops.definition.conversion import convert
 from bulkops.definition.models import Metadata
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.invoke import error_text, invoke
-from bulkops.errors import FileFormatError, ValidationError
+from bulkops.errors import BadRequest, FileFormatError, ValidationError
 from bulkops.formats import FileFormat, RawRow, read_header, read_rows
+from bulkops.formats.xlsx import UnknownSheet, check_sheet
 from bulkops.service.columns import suggest_column_map
 
 PREVIEW_ROWS = 100
@@ -51,10 +53,12 @@ async def _row_error(
     return None
 
 
-def _file_columns(path: Path, fmt: FileFormat, delimiter: str | None) -> list[str]:
-    """The file's column names: the CSV header, or the first JSON object's keys."""
-    if fmt is FileFormat.CSV:
-        return read_header(path, fmt, delimiter) or []
+def _file_columns(
+    path: Path, fmt: FileFormat, delimiter: str | None, sheet: str | None
+) -> list[str]:
+    """The file's column names: the CSV or XLSX header, or the first JSON object's keys."""
+    if fmt in (FileFormat.CSV, FileFormat.XLSX):
+        return read_header(path, fmt, delimiter, sheet) or []
     for raw in read_rows(path, fmt, columns=(), keep_raw=True):
         return list(raw.raw or {}) if raw.error is None else []
     return []
@@ -66,15 +70,29 @@ async def check_file(
     fmt: FileFormat,
     metadata: Metadata | None,
     column_map: Mapping[str, str] | None = None,
+    sheet: str | None = None,
 ) -> FileCheck:
     """File errors for a submission: format and header problems, no data rows, and the
     parse, conversion and row-validation failures of the first 100 rows (at most 20 errors,
     each prefixed with its row number). Row validation runs only with valid metadata. When
     the file's columns miss model columns that differ only in case or punctuation, a column
-    map is suggested."""
+    map is suggested. An XLSX file is read from ``sheet`` (None: its first worksheet).
+
+    Raises:
+        BadRequest: the workbook has no sheet named ``sheet`` (the message names its
+            sheets); a workbook that cannot be read is a file error.
+    """
     found = FileCheck()
     delimiter = definition.controls.csv_delimiter
     seen = 0
+    if fmt is FileFormat.XLSX:
+        try:
+            sheet = await asyncio.to_thread(check_sheet, path, sheet)
+        except UnknownSheet as exc:
+            raise BadRequest(str(exc), sheets=exc.names) from None
+        except FileFormatError as exc:
+            found.errors.append(str(exc))
+            return found
     reader = read_rows(
         path,
         fmt,
@@ -83,10 +101,11 @@ async def check_file(
         drop_empty=fmt is FileFormat.CSV,
         column_map=column_map,
         delimiter=delimiter,
+        sheet=sheet,
     )
     try:
         found.suggested_column_map = suggest_column_map(
-            definition.columns, _file_columns(path, fmt, delimiter), column_map
+            definition.columns, _file_columns(path, fmt, delimiter, sheet), column_map
         )
         for raw in reader:
             seen += 1

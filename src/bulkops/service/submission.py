@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -24,12 +25,15 @@ from bulkops.definition.registry import Registry
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.errors import (
     BadRequest,
+    FileFormatError,
     PayloadTooLarge,
     TooManyRequests,
     Unprocessable,
     UnsupportedMediaType,
 )
 from bulkops.formats import FileFormat, detect_format
+from bulkops.formats.base import is_compressed
+from bulkops.formats.xlsx import UnknownSheet, check_sheet
 from bulkops.service.columns import parse_column_map
 from bulkops.service.idempotency import Fingerprint, check_key
 from bulkops.service.notifications import parse_notifications
@@ -38,6 +42,7 @@ from bulkops.service.preflight import check_file
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.ports import FileStore, OperationStore
 from bulkops.storage.records import (
+    SHEET_OPTION,
     ActiveLimit,
     IdempotencyKey,
     KeyInUse,
@@ -131,9 +136,39 @@ class SubmissionService:
         if fmt is None:
             raise UnsupportedMediaType(
                 f"Unsupported file type ({upload.file_name or upload.content_type or 'unknown'}):"
-                " upload CSV (.csv), JSON (.json) or JSON Lines (.jsonl, .ndjson)"
+                " upload CSV (.csv), JSON (.json), JSON Lines (.jsonl, .ndjson) or XLSX (.xlsx),"
+                " the first three also gzip-compressed (.gz)"
+            )
+        if fmt is FileFormat.XLSX and is_compressed(upload.file_name, upload.content_type):
+            raise UnsupportedMediaType(
+                "A gzip-compressed XLSX file is not read: an XLSX file is compressed already,"
+                " upload the .xlsx file itself"
             )
         return upload, fmt
+
+    @staticmethod
+    def _sheet(fmt: FileFormat, sheet: str | None) -> str | None:
+        """The ``sheet`` form field: None when absent or blank; only for XLSX files."""
+        if sheet is None or not sheet.strip():
+            return None
+        if fmt is not FileFormat.XLSX:
+            raise BadRequest(f"The sheet field applies to XLSX files only, not to {fmt.value}")
+        return sheet
+
+    async def _workbook_sheet(self, file_id: str, sheet: str | None) -> str:
+        """The stored workbook's worksheet that ``sheet`` names (its first: None).
+
+        Raises:
+            BadRequest: the sheet is not in the workbook (naming its sheets), or the file
+                is not a readable workbook.
+        """
+        async with self._files.local_path(file_id) as path:
+            try:
+                return await asyncio.to_thread(check_sheet, path, sheet)
+            except UnknownSheet as exc:
+                raise BadRequest(str(exc), sheets=exc.names) from None
+            except FileFormatError as exc:
+                raise BadRequest(str(exc)) from None
 
     def _metadata(self, definition: OperationDefinition, text: str | None) -> Metadata:
         try:
@@ -178,6 +213,7 @@ class SubmissionService:
         column_map: str | None = None,
         idempotency_key: str | None = None,
         tenant: str | None = None,
+        sheet: str | None = None,
     ) -> Created:
         """Store the file and a Pending operation, then hand it on to be processed.
 
@@ -185,12 +221,15 @@ class SubmissionService:
         (within the idempotency TTL) creates nothing and answers the first operation.
         ``tenant`` (the caller's) is stamped on the operation; with ``tenant_max_active``
         at most that many of its operations (of its creator's, without a tenant) are
-        Pending, Running or Retrying at once.
+        Pending, Running or Retrying at once. An XLSX file is read from its first
+        worksheet, or the one ``sheet`` names (kept with the operation's options, see
+        ``storage.records.stored_sheet``).
 
         Raises:
             BadRequest: unknown or missing operation, missing or empty file, bad
-                notifications, column map or idempotency key.
-            UnsupportedMediaType: the file is not CSV, JSON or JSON Lines.
+                notifications, column map or idempotency key; ``sheet`` for a file that
+                is not XLSX, a sheet the workbook lacks, a workbook that cannot be read.
+            UnsupportedMediaType: the file is not CSV, JSON, JSON Lines or XLSX.
             Unprocessable: the metadata or the column map does not fit the operation
                 (carries the validation result), or the idempotency key was used with a
                 different request.
@@ -201,12 +240,23 @@ class SubmissionService:
         notification_options = parse_notifications(notifications, self._channels)
         columns = parse_column_map(checked.definition, column_map)
         key = check_key(idempotency_key)
+        sheet = self._sheet(checked.fmt, sheet)
         stored_metadata = dump_metadata(checked.metadata)
-        fingerprint = Fingerprint(checked.definition.name, stored_metadata, columns)
+        fingerprint = Fingerprint(
+            checked.definition.name, stored_metadata, columns if sheet is None else [columns, sheet]
+        )
         stored = await self._files.put(fingerprint.through(self._limited(checked.upload.chunks)))
         if stored.size == 0:
             await self._files.delete(stored.file_id)
             raise BadRequest("The uploaded file is empty")
+        if checked.fmt is FileFormat.XLSX:
+            try:
+                chosen = await self._workbook_sheet(stored.file_id, sheet)
+            except BaseException:
+                await self._files.delete(stored.file_id)
+                raise
+            if sheet is not None:
+                notification_options = {**(notification_options or {}), SHEET_OPTION: chosen}
         now = utcnow()
         record = OperationRecord(
             id=uuid.uuid4(),
@@ -279,17 +329,21 @@ class SubmissionService:
         metadata: str | None,
         upload: Upload | None,
         column_map: str | None = None,
+        sheet: str | None = None,
     ) -> ValidationResult:
-        """Check a submission without storing anything.
+        """Check a submission without storing anything (an XLSX file's first worksheet,
+        or the one ``sheet`` names; a workbook that cannot be read is a file error).
 
         Raises:
-            BadRequest: unknown or missing operation, missing file, or a malformed column
-                map (one that does not fit the operation is among the ``fileErrors``).
-            UnsupportedMediaType: the file is not CSV, JSON or JSON Lines.
+            BadRequest: unknown or missing operation, missing file, a malformed column
+                map (one that does not fit the operation is among the ``fileErrors``),
+                ``sheet`` for a file that is not XLSX, or a sheet the workbook lacks.
+            UnsupportedMediaType: the file is not CSV, JSON, JSON Lines or XLSX.
             PayloadTooLarge: the file exceeds the upload limit.
         """
         definition = self._definition(operation_name)
         checked_upload, fmt = self._format(upload)
+        sheet = self._sheet(fmt, sheet)
         result = ValidationResult(valid=True)
         columns = None
         try:
@@ -308,7 +362,7 @@ class SubmissionService:
                 result.metadata_errors.append(error_text(exc))
         if not result.file_errors:  # a misfit column map makes the file's check moot
             async with self._spooled(checked_upload.chunks) as path:
-                checked = await check_file(definition, path, fmt, parsed, columns)
+                checked = await check_file(definition, path, fmt, parsed, columns, sheet)
             result.file_errors.extend(checked.errors)
             result.suggested_column_map = checked.suggested_column_map or None
         result.valid = not (result.metadata_errors or result.file_errors)

@@ -60,6 +60,18 @@ class OperationRecord:
     tenant: str | None = None
 
 
+# An XLSX operation's worksheet, when the create named one, is kept among the options in
+# its ``notifications`` JSON under this key (the column is a bag of options; none other
+# fits, and the sheet needs no query of its own).
+SHEET_OPTION = "sheet"
+
+
+def stored_sheet(record: OperationRecord) -> str | None:
+    """The worksheet an XLSX operation reads (None: its first one)."""
+    sheet = (record.notifications or {}).get(SHEET_OPTION)
+    return sheet if isinstance(sheet, str) else None
+
+
 @dataclass(slots=True)
 class StepState:
     """Progress of one pipeline step of one row."""

@@ -73,6 +73,7 @@ async def create_bulk(
             column_map=form.column_map,
             idempotency_key=request.headers.get("idempotency-key"),
             tenant=tenant,
+            sheet=form.sheet,
         )
     finally:
         await raw.close()
@@ -100,6 +101,7 @@ async def validate_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
             metadata=form.metadata,
             upload=form.upload,
             column_map=form.column_map,
+            sheet=form.sheet,
         )
     finally:
         await raw.close()

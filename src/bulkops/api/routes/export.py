@@ -1,4 +1,5 @@
-"""Export: GET /api/bulks/{id}/export streams an operation's rows as CSV, JSON or JSON Lines."""
+"""Export: GET /api/bulks/{id}/export streams an operation's rows as CSV, JSON, JSON Lines or
+XLSX."""
 
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ async def export_bulk(
         str | None,
         Query(
             alias="format",
-            description="`csv` (default), `json` or `jsonl`",
-            json_schema_extra={"enum": ["csv", "json", "jsonl"]},
+            description="`csv` (default), `json`, `jsonl` or `xlsx`",
+            json_schema_extra={"enum": ["csv", "json", "jsonl", "xlsx"]},
         ),
     ] = None,
     state: Annotated[str | None, Query(description="Row state; unknown ignored")] = None,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from bulkops.api.deps import RuntimeDep
 from bulkops.api.download import content_disposition
 from bulkops.api.schemas import OperationDescriptor, error_responses
+from bulkops.formats.base import XLSX_MEDIA_TYPE
 
 router = APIRouter(prefix="/api/operations", tags=["operations"])
 
@@ -28,13 +31,28 @@ async def get_operations(runtime: RuntimeDep) -> list[OperationDescriptor]:
     "/{name}/template",
     operation_id="getOperationTemplate",
     response_class=Response,
-    responses={200: {"content": {"text/csv": {}}}, **error_responses(404)},
+    responses={
+        200: {"content": {"text/csv": {}, XLSX_MEDIA_TYPE: {}}},
+        **error_responses(400, 404),
+    },
 )
-async def get_operation_template(name: str, runtime: RuntimeDep) -> Response:
-    """A CSV file holding the header row of the operation's file columns."""
-    text, file_name = runtime.catalog.template(name)
+async def get_operation_template(
+    name: str,
+    runtime: RuntimeDep,
+    file_format: Annotated[
+        str | None,
+        Query(
+            alias="format",
+            description="`csv` (default) or `xlsx`",
+            json_schema_extra={"enum": ["csv", "xlsx"]},
+        ),
+    ] = None,
+) -> Response:
+    """A CSV file (or an XLSX workbook) holding the header row of the operation's file
+    columns."""
+    content, file_name, media_type = runtime.catalog.template_file(name, file_format)
     return Response(
-        text,
-        media_type="text/csv; charset=utf-8",
+        content,
+        media_type=media_type,
         headers={"Content-Disposition": content_disposition(file_name)},
     )
