@@ -507,3 +507,32 @@ async def test_data_exports_mark_fixed_rows_and_a_row_of_one_can_be_sent_back(
     assert lines[3].endswith(",")  # row 3: not fixed
     as_json = (await client.get(f"/api/bulks/{operation_id}/export?mode=data&format=json")).json()
     assert [item.get("_fixed") for item in as_json] == [None, True, None, None]
+
+
+async def test_a_tenant_runs_only_from_its_own_tenants_operations(
+    make_client: ClientFactory,
+) -> None:
+    tokens = {
+        "acme": {"role": "operate", "name": "alice", "tenant": "acme"},
+        "globex": {"role": "operate", "name": "bob", "tenant": "globex"},
+    }
+    client = await make_client(dops.ALL, auth_tokens=json.dumps(tokens))
+    acme = {"Authorization": "Bearer acme"}
+    created = await client.post(
+        "/api/bulks",
+        data={"operationName": "fixable", "dryRun": "true"},
+        files={"file": ("rows.csv", CSV.encode(), "text/csv")},
+        headers=acme,
+    )
+    dry = created.json()["operationId"]
+    client.headers.update(acme)
+    await wait_status(client, dry)
+    del client.headers["Authorization"]
+    form = {"operationName": "fixable", "sourceOperationId": dry}
+    unused = {"unused": ("", b"", "text/plain")}
+    stranger = await client.post(
+        "/api/bulks", data=form, files=unused, headers={"Authorization": "Bearer globex"}
+    )
+    assert stranger.status_code == 404 and dry in stranger.json()["error"]
+    own = await client.post("/api/bulks", data=form, files=unused, headers=acme)
+    assert own.status_code == 201, own.text
