@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -10,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from openpyxl import Workbook
 
 from tests.integration import data_operations as dops
 from tests.integration.conftest import (
@@ -536,3 +538,45 @@ async def test_a_tenant_runs_only_from_its_own_tenants_operations(
     assert stranger.status_code == 404 and dry in stranger.json()["error"]
     own = await client.post("/api/bulks", data=form, files=unused, headers=acme)
     assert own.status_code == 201, own.text
+
+
+async def test_a_run_from_an_xlsx_dry_run_reads_the_same_worksheet(
+    client: httpx.AsyncClient,
+) -> None:
+    book = Workbook()
+    book.active.title = "Notes"
+    book.active.append(["name", "email"])
+    book.active.append(["not", "this sheet"])
+    sheet = book.create_sheet("People")
+    sheet.append(["name", "email", "age"])
+    sheet.append(["ann", "ann@example.com", 30])
+    sheet.append(["bob", "bob-at-example.com", 41])
+    content = io.BytesIO()
+    book.save(content)
+    created = await create(
+        client,
+        content.getvalue(),
+        operation="fixable",
+        metadata={},
+        file_name="people.xlsx",
+        content_type="application/octet-stream",
+        extra={"dryRun": "true", "sheet": "People"},
+    )
+    assert created.status_code == 201, created.text
+    dry = created.json()["operationId"]
+    await wait_status(client, dry)
+    (failed,) = await errors(client, dry)
+    # Cells read as a CSV cell would be.
+    assert failed["rowData"] == {"name": "bob", "email": "bob-at-example.com", "age": "41"}
+    fixed = {"name": "bob", "email": "bob@example.com", "age": "41"}
+    assert (await fix(client, dry, 2, fixed)).status_code == 200
+    with_sheet = await from_source(client, dry, sheet="Notes")
+    assert with_sheet.status_code == 400 and "sheet" in with_sheet.json()["error"]
+    real = (await from_source(client, dry)).json()["operationId"]
+    await wait_status(client, real)
+    record = await detail(client, real)
+    assert (record["status"], record["successfulRows"]) == ("Completed", 2)
+    assert dops.RAN == [
+        ("fixable", "process", "ann ann@example.com 30"),
+        ("fixable", "process", "bob bob@example.com 41"),
+    ]
