@@ -30,11 +30,13 @@ JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 def upgrade() -> None:
     """Add the two operation columns and ``row_fixes``."""
-    with op.batch_alter_table("operations") as batch:
-        batch.add_column(
-            sa.Column("dry_run", sa.Boolean(), nullable=False, server_default=sa.false())
-        )
-        batch.add_column(sa.Column("source_operation_id", UUID, nullable=True))
+    # Plain ALTER TABLE ADD COLUMN on both databases (a batch copy of the table on SQLite
+    # would rebuild its indexes from reflection, losing their order and conditions).
+    op.add_column(
+        "operations",
+        sa.Column("dry_run", sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
+    op.add_column("operations", sa.Column("source_operation_id", UUID, nullable=True))
     op.create_table(
         "row_fixes",
         sa.Column("operation_id", UUID, nullable=False),
@@ -48,6 +50,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop ``row_fixes`` and the two operation columns."""
     op.drop_table("row_fixes")
-    with op.batch_alter_table("operations") as batch:
-        batch.drop_column("source_operation_id")
-        batch.drop_column("dry_run")
+    op.drop_column("operations", "source_operation_id")
+    op.drop_column("operations", "dry_run")
