@@ -571,7 +571,7 @@ async def test_a_run_from_an_xlsx_dry_run_reads_the_same_worksheet(
     fixed = {"name": "bob", "email": "bob@example.com", "age": "41"}
     assert (await fix(client, dry, 2, fixed)).status_code == 200
     with_sheet = await from_source(client, dry, sheet="Notes")
-    assert with_sheet.status_code == 400 and "sheet" in with_sheet.json()["error"]
+    assert with_sheet.status_code == 422 and "sheet" in with_sheet.json()["error"]
     real = (await from_source(client, dry)).json()["operationId"]
     await wait_status(client, real)
     record = await detail(client, real)

@@ -253,13 +253,14 @@ class SubmissionService:
         Raises:
             BadRequest: unknown or missing operation, missing or empty file, bad
                 notifications, column map, idempotency key or dryRun; ``sheet`` for a
-                file that is not XLSX (or with a source operation), a sheet the workbook
-                lacks, a workbook that cannot be read; a source of another operation.
+                file that is not XLSX, a sheet the workbook lacks, a workbook that cannot
+                be read; a source of another operation.
             NotFound: the source operation is unknown (or another tenant's).
             UnsupportedMediaType: the file is not CSV, JSON, JSON Lines or XLSX.
-            Unprocessable: the metadata or the column map does not fit the operation, or a
-                file and a source operation both (carries the validation result), or the
-                idempotency key was used with a different request.
+            Unprocessable: the metadata or the column map does not fit the operation, a
+                file and a source operation both, a sheet with a source operation (carries
+                the validation result), or the idempotency key was used with a different
+                request.
             PayloadTooLarge: the file exceeds the upload limit.
             TooManyRequests: the tenant already has ``tenant_max_active`` active operations.
         """
@@ -346,15 +347,15 @@ class SubmissionService:
         upload: Upload | None,
         sheet: str | None,
     ) -> _Content:
-        if upload is not None:  # a cross-field rule: answered as an invalid submission
-            message = "Send either a file or sourceOperationId, not both"
-            raise Unprocessable(message, valid=False, metadataErrors=[], fileErrors=[message])
+        # Cross-field rules, answered as an invalid submission.
+        if upload is not None:
+            raise _invalid_file("Send either a file or sourceOperationId, not both")
+        source = await self._source(source_operation_id, tenant)
         if sheet is not None and sheet.strip():
-            raise BadRequest(
+            raise _invalid_file(
                 "The sheet field applies to an uploaded file: a run from an earlier "
                 "operation reads the worksheet that operation read"
             )
-        source = await self._source(source_operation_id, tenant)
         definition = self._definition(operation_name or source.operation_name)
         if definition.name != source.operation_name:
             raise BadRequest(
@@ -529,6 +530,10 @@ def parse_flag(name: str, text: str | None) -> bool:
     if value in ("true", "false"):
         return value == "true"
     raise BadRequest(f"{name} must be true or false, got {text.strip()[:100]!r}")
+
+
+def _invalid_file(message: str) -> Unprocessable:
+    return Unprocessable(message, valid=False, metadataErrors=[], fileErrors=[message])
 
 
 def _invalid_metadata(errors: list[str]) -> Unprocessable:
