@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,13 +74,20 @@ class Run:
         return next((s.rss for s in self.samples if s.processed >= rows), None)
 
 
-def upload(client: httpx.Client, url: str, path: Path, operation: str = BENCH_ROWS) -> str:
-    """POST the file as multipart, like the README's curl; return the operation id."""
+def upload(
+    client: httpx.Client,
+    url: str,
+    path: Path,
+    operation: str = BENCH_ROWS,
+    fields: Mapping[str, str] | None = None,
+) -> str:
+    """POST the file as multipart, like the README's curl, with any other form ``fields``;
+    return the operation id."""
     content_type = CONTENT_TYPES.get(path.suffix, "application/octet-stream")
     with path.open("rb") as fh:
         response = client.post(
             f"{url}/api/bulks",
-            data={"operationName": operation, "metadata": "{}"},
+            data={"operationName": operation, "metadata": "{}", **(fields or {})},
             files={"file": (path.name, fh, content_type)},
             timeout=UPLOAD_TIMEOUT,
         )
@@ -97,19 +104,20 @@ def run_to_end(
     profiler: Profiler | None = None,
     timeout: float = RUN_TIMEOUT,
     operation: str = BENCH_ROWS,
+    fields: Mapping[str, str] | None = None,
 ) -> Run:
     """Upload ``path`` and poll until a final status, sampling the service's RSS each poll.
 
     ``on_uploaded`` is called with the operation id as soon as the upload is answered; the
     ``profiler`` runs from just before the upload to the final status. ``operation`` names
-    the operation to create (``bench-rows`` unless said).
+    the operation to create (``bench-rows`` unless said), ``fields`` other form fields.
     """
     with httpx.Client() as client:
         cpu_before = service.cpu()
         if profiler is not None:
             profiler.start(service.pid)
         start = time.perf_counter()
-        operation_id = upload(client, service.url, path, operation)
+        operation_id = upload(client, service.url, path, operation, fields)
         uploaded = time.perf_counter() - start
         if on_uploaded is not None:
             on_uploaded(operation_id)

@@ -154,6 +154,22 @@ def batch_throughput(context: Context) -> Result:
     return result
 
 
+def dry_run_throughput(context: Context) -> Result:
+    """Scenario 16: a dry run of scenario 1's file (every row validated, nothing run),
+    against the bare parse-and-validate loop (the reference)."""
+    path = context.inputs.csv
+    reference = context.reference(path)
+    with data_dir() as directory, Service(directory) as service:
+        run = run_to_end(service, path, fields={"dryRun": "true"})
+    _check_complete(run, context.sizes.rows)
+    ratio = run.rows_per_second / reference.rows_per_second
+    result = Result(figures=_run_figures(run))
+    result.figures["reference_rows_per_s"] = round(reference.rows_per_second, 1)
+    result.ratios["throughput_vs_reference"] = ratio
+    result.checks.append(at_least("throughput vs reference", ratio, 0.6, "x"))
+    return result
+
+
 def csv_memory(context: Context) -> Result:
     """Scenario 2: peak RSS, and RSS at the end against RSS at a tenth of the rows."""
     run = context.plain_run(context.inputs.csv)
@@ -503,5 +519,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         "200,000-row XLSX workbook (20,000 in quick mode) beside the same rows as CSV",
         ">= 0.5 x the bare openpyxl loop; RSS at end <= 1.3 x RSS at a tenth",
         xlsx_import,
+    ),
+    Scenario(
+        16,
+        "Dry run of the {rows}-row CSV (every row validated, nothing run)",
+        ">= 0.6 x reference",
+        dry_run_throughput,
     ),
 )

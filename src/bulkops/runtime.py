@@ -32,6 +32,7 @@ from bulkops.service import (
     SubmissionService,
 )
 from bulkops.service.export import ExportService
+from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
@@ -88,6 +89,7 @@ class Runtime:
     signals: SignalService
     exports: ExportService
     retries: RetryService
+    fixes: FixService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
@@ -204,6 +206,7 @@ class Runtime:
                 scheduler,
                 max_retry_attempts=settings.max_retry_attempts,
             ),
+            fixes=FixService(registry, operations, rows),
             _database=database,
             _dispatcher=None
             if role == "api"

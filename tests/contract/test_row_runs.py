@@ -100,3 +100,22 @@ async def test_completed_runs_over_stored_rows_replace_them_and_write_the_rest(
     assert [await stores.rows.get_row(op.id, n) for n in range(1, 11)] == expected
     record = await stores.operations.get(op.id)
     assert record is not None and record.processed_rows == 10
+
+
+async def test_completed_runs_of_a_dry_run_are_stored_at_the_validation_step(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation(dry_run=True)
+    await stores.operations.add(op)
+    at = BASE_TIME + timedelta(seconds=3)
+    runs = [CompletedRun(1, 3, "validation", at, -1), CompletedRun(4, 4, PROCESS_STEP, at)]
+    assert await stores.rows.save(op.id, [], ProgressDelta(4, 4, 0), completed=runs)
+    rows = [await stores.rows.get_row(op.id, n) for n in range(1, 5)]
+    assert [(r.state, r.step_index, r.step_name) for r in rows if r is not None] == [
+        (RowState.COMPLETED, -1, "validation"),
+        (RowState.COMPLETED, -1, "validation"),
+        (RowState.COMPLETED, -1, "validation"),
+        (RowState.COMPLETED, 0, PROCESS_STEP),
+    ]
+    listed = await stores.rows.page(RowQuery(op.id, step_name="validation", page_size=10))
+    assert [r.row_number for r in listed.items] == [1, 2, 3]

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CHECKED = {"PASS", "MISS"}
-SCENARIOS = list(range(1, 16))
+SCENARIOS = list(range(1, 17))
 WITH_RATIOS = {
     1,
     3,
@@ -23,6 +23,7 @@ WITH_RATIOS = {
     12,
     13,
     15,
+    16,
 }  # every throughput figure comes with its ratio to the reference
 
 pytestmark = pytest.mark.e2e

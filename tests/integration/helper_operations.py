@@ -58,3 +58,13 @@ class HelperBatched(bo.BatchOperation[Meta, Item]):
         with open(metadata.log, "a") as log:
             log.writelines(f"{row.n} {os.getpid()}\n" for row in rows)
         return [f"row {row.n} refused" if row.fail == "process" else None for row in rows]
+
+
+@bo.operation("helper-tracked", track_row_data=True, retryable=True)
+class HelperTracked(HelperRows):
+    """As helper-rows, keeping row data; ``validate_row`` logs "<n> <pid>" to
+    "<log>.validated" (a dry run's rows are validated, never processed)."""
+
+    async def validate_row(self, row: Item, metadata: Meta) -> None:
+        with open(f"{metadata.log}.validated", "a") as log:
+            log.write(f"{row.n} {os.getpid()}\n")

@@ -34,6 +34,7 @@ OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks and
     "getReadiness",
     "getMetrics",
     "getBulkNotifications",
+    "fixBulkRow",  # the third wave: a failed row fixed in place
 }
 
 
@@ -60,7 +61,7 @@ async def test_operation_ids_are_exactly_the_contract(document: dict[str, Any]) 
 async def test_every_answer_is_documented(document: dict[str, Any]) -> None:
     for operation_id, (path, operation) in operations(document).items():
         codes = set(operation["responses"])
-        assert "422" not in codes or operation_id in ("createBulk", "validateBulk")
+        assert "422" not in codes or operation_id in ("createBulk", "validateBulk", "fixBulkRow")
         if "{id}" in path:
             assert "404" in codes, operation_id
         if path.startswith("/api/"):
@@ -83,7 +84,8 @@ async def test_submission_bodies_name_their_required_parts(document: dict[str, A
         assert body["required"] is True
         media = body["content"]["multipart/form-data"]
         schema = media["schema"]
-        assert schema["required"] == ["file"]
+        # A create may read an earlier operation's file instead (sourceOperationId).
+        assert schema["required"] == ([] if operation_id == "createBulk" else ["file"])
         assert schema["properties"]["file"]["format"] == "binary"
         assert "text/csv" in media["encoding"]["file"]["contentType"]
         variants = {v["properties"]["operationName"]["const"]: v for v in schema["oneOf"]}
@@ -91,12 +93,12 @@ async def test_submission_bodies_name_their_required_parts(document: dict[str, A
         record = variants["record"]
         assert record["required"] == ["operationName", "metadata"]
         assert record["properties"]["metadata"]["required"] == ["requestedBy"]
-    assert (
-        "notifications"
-        in ops["createBulk"][1]["requestBody"]["content"]["multipart/form-data"]["schema"][
-            "properties"
-        ]
-    )
+    create = ops["createBulk"][1]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert {"notifications", "dryRun", "sourceOperationId"} <= set(create["properties"])
+    assert create["properties"]["dryRun"]["enum"] == ["true", "false"]
+    assert create["allOf"] == [
+        {"oneOf": [{"required": ["file"]}, {"required": ["sourceOperationId"]}]}
+    ]
 
 
 async def test_create_links_to_every_id_route(document: dict[str, Any]) -> None:
@@ -104,7 +106,7 @@ async def test_create_links_to_every_id_route(document: dict[str, Any]) -> None:
     created = ops["createBulk"][1]["responses"]["201"]
     id_routes = {oid for oid, (path, _) in ops.items() if "{id}" in path}
     linked = {link["operationId"] for link in created["links"].values()}
-    assert linked == id_routes and len(id_routes) == 15
+    assert linked == id_routes and len(id_routes) == 16
     for link in created["links"].values():
         assert link["parameters"] == {"id": "$response.body#/operationId"}
     assert "Location" in created["headers"]

@@ -620,3 +620,47 @@ async def test_the_chunks_of_a_chosen_worksheet_run_in_the_helper(
     ran = processed(log)
     assert sorted(n for n, _ in ran) == list(range(1, ROWS + 1))
     assert any(pid in helpers_of(client).pids for _, pid in ran), "no row ran in the helper"
+
+
+async def test_a_dry_run_validates_in_the_helper_and_a_run_from_it_reads_its_fixes_there(
+    make: Callable[..., Any], tmp_path: Path
+) -> None:
+    client = await make(row_helpers=1)
+    first, second = tmp_path / "first", tmp_path / "second"
+    dry = await create_ok(
+        client,
+        rows_csv({7: "invalid", 170: "invalid"}),
+        operation="helper-tracked",
+        metadata={"log": str(first)},
+        extra={"dryRun": "true"},
+    )
+    status = await wait_status(client, dry)
+    assert (status["status"], status["errorCount"], status["processedRows"]) == (
+        "CompletedWithErrors",
+        2,
+        ROWS,
+    )
+    assert not first.exists()  # nothing processed
+    pids = set(helpers_of(client).pids)
+    validated = processed(Path(f"{first}.validated"))
+    assert len(validated) == ROWS - 2
+    assert any(pid in pids for _, pid in validated), "no row was validated in the helper"
+
+    fixed = await client.patch(
+        f"/api/bulks/{dry}/rows/170", json={"rowData": {"n": "170", "fail": ""}}
+    )
+    assert fixed.status_code == 200, fixed.text
+    response = await client.post(
+        "/api/bulks",
+        data={"sourceOperationId": dry, "dryRun": "true", "metadata": f'{{"log": "{second}"}}'},
+        files={"unused": ("", b"", "text/plain")},
+    )
+    assert response.status_code == 201, response.text
+    again = response.json()["operationId"]
+    status = await wait_status(client, again)
+    assert (status["status"], status["errorCount"]) == ("CompletedWithErrors", 1)
+    errors = (await client.get(f"/api/bulks/{again}/errors")).json()["items"]
+    assert [e["rowNumber"] for e in errors] == [7]
+    validated = processed(Path(f"{second}.validated"))
+    assert 170 in {n for n, _ in validated} and not second.exists()
+    assert any(pid in pids for _, pid in validated)

@@ -10,6 +10,7 @@ from bulkops.definition import definition_of
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.row_helpers import runs_in_helper
 from tests.integration import control_operations as controls
+from tests.integration import data_operations as dops
 from tests.integration import operations as ops
 
 
@@ -50,3 +51,15 @@ def test_not_with_a_failure_threshold() -> None:
     tolerant = [d for d in map(definition, controls.ALL) if d.controls.limits_failures]
     assert tolerant
     assert not any(runs_in_helper(d, max_row_concurrency=1) for d in tolerant)
+
+
+@pytest.mark.parametrize(
+    "cls", [bench.BenchPipeline, controls.Limited, controls.Batched, dops.Fixable]
+)
+def test_a_dry_run_of_any_kind_runs_in_a_helper_unless_its_rows_have_an_id(cls: type) -> None:
+    # A validated row leaves only its number: nothing runs, so nothing is paced or budgeted.
+    found = definition(cls)
+    assert runs_in_helper(found, max_row_concurrency=4, dry_run=True)
+    keyed = definition(ops.Record)
+    assert keyed.overrides_row_id
+    assert not runs_in_helper(keyed, max_row_concurrency=1, dry_run=True)

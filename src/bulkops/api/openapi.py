@@ -215,12 +215,28 @@ def submission_body(registry: Registry, schemas: JsonObject, *, extra: bool) -> 
             "description": "Creator for anonymous use; ignored when a policy is configured",
         }
         encoding["notifications"] = {"contentType": "application/json"}
+        properties["dryRun"] = {
+            "type": "string",
+            "enum": ["true", "false"],
+            "description": "true: validate the metadata and every row, run nothing",
+        }
+        properties["sourceOperationId"] = {
+            "type": "string",
+            "format": "uuid",
+            "description": "Instead of a file: read this operation's stored file, with its "
+            "fixed rows' data (same operation name; metadata and columnMap default to its "
+            "own). 404 when unknown",
+        }
     body_schema: JsonObject = {
         "type": "object",
-        "required": ["file"],
+        "required": [] if extra else ["file"],
         "properties": properties,
         "oneOf": [_variant(d, schemas) for d in registry],
     }
+    if extra:  # a file, or the operation whose stored file to read: exactly one of them
+        body_schema["allOf"] = [
+            {"oneOf": [{"required": ["file"]}, {"required": ["sourceOperationId"]}]}
+        ]
     return {
         "required": True,
         "content": {"multipart/form-data": {"schema": body_schema, "encoding": encoding}},

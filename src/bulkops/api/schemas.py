@@ -151,6 +151,17 @@ class OperationSchema(Schema):
     column_map: dict[str, str] | None = None
     schema_version: str | None = None
     tenant: str | None = None
+    # Omitted unless true, like the null fields.
+    dry_run: bool | None = None
+    source_operation_id: UUID | None = None
+
+    @classmethod
+    def from_record(cls, source: object) -> Self:
+        """Map a stored operation record (``dryRun`` shown only when true)."""
+        schema = super().from_record(source)
+        if not schema.dry_run:
+            schema.dry_run = None
+        return schema
 
 
 class CallerSchema(Schema):
@@ -184,6 +195,27 @@ class RowErrorSchema(Schema):
     retry_attempt: int
     signal_key: str | None = None
     row_data: dict[str, Any] | None = None
+    fixed: bool | None = None  # true once its data was fixed in place (omitted otherwise)
+
+    @classmethod
+    def of(cls, row: RowRecord, fixed: bool = False) -> RowErrorSchema:
+        """Map a row record; ``fixed``: its data was fixed in place."""
+        schema = cls.from_record(row)
+        schema.fixed = True if fixed else None
+        return schema
+
+
+class FixRowRequest(Schema):
+    """Body of a fix in place: the row's file columns by their file names (the whole row)."""
+
+    row_data: dict[str, Any]
+
+
+class FixRowErrorSchema(Schema):
+    """A fix refused for its data: one message per problem."""
+
+    error: str
+    errors: list[str]
 
 
 class StepSchema(Schema):
@@ -203,6 +235,9 @@ class StepSchema(Schema):
 def _row_steps(row: RowRecord, definition: OperationDefinition | None) -> list[StepState]:
     if row.steps:
         return row.steps
+    if definition is not None and definition.is_step_based and row.step_index < 0:
+        # A pipeline row a dry run validated (stored without steps): none of them ran.
+        return [StepState(step.name, step.index) for step in definition.steps]
     # Row-based operations store no per-step list: their one step is derived from the row.
     reached = row.step_index >= 0 and row.state is not RowState.PENDING
     name = definition.steps[0].name if definition else PROCESS_STEP
@@ -232,12 +267,17 @@ class RowProgressSchema(Schema):
     retry_attempt: int
     signal_key: str | None = None
     steps: list[StepSchema]
+    fixed: bool | None = None  # true once its data was fixed in place (omitted otherwise)
 
     @classmethod
-    def of(cls, row: RowRecord, definition: OperationDefinition | None) -> RowProgressSchema:
-        """Map a row record; ``definition`` names the steps of row-based operations."""
+    def of(
+        cls, row: RowRecord, definition: OperationDefinition | None, fixed: bool = False
+    ) -> RowProgressSchema:
+        """Map a row record; ``definition`` names the steps of row-based operations,
+        ``fixed``: its data was fixed in place."""
         steps = _row_steps(row, definition)
         return cls(
+            fixed=True if fixed else None,
             row_number=row.row_number,
             row_id=row.row_id,
             state=row.state,

@@ -31,6 +31,8 @@ class SubmissionForm:
     column_map: str | None
     upload: Upload | None
     sheet: str | None = None
+    dry_run: str | None = None
+    source_operation_id: str | None = None
 
 
 async def _chunks(file: UploadFile) -> AsyncIterator[bytes]:
@@ -91,6 +93,8 @@ async def read_form(request: Request, max_upload_bytes: int) -> tuple[Submission
             column_map=_text(form, "columnMap"),
             upload=upload,
             sheet=_text(form, "sheet"),
+            dry_run=_text(form, "dryRun"),
+            source_operation_id=_text(form, "sourceOperationId"),
         ),
         form,
     )

@@ -8,7 +8,7 @@ from collections.abc import Generator, Iterator, Mapping
 from dataclasses import replace
 from itertools import chain, dropwhile, islice
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from bulkops.clock import utcnow
@@ -16,7 +16,7 @@ from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.helper_messages import Job, Progress
 from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
-from bulkops.engine.resume import FileRows, StoredRows, operation_rows
+from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_fixes
 from bulkops.engine.row_helpers import HelperLost, RowHelper, runs_in_helper
 from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
 from bulkops.errors import IllegalTransition
@@ -67,7 +67,8 @@ class ChunkRun(Run):
             stored = await StoredRows.load(
                 self._stores.rows, self.record.id, after=chunk.first_row - 1
             )
-            job = self._job(definition, path)
+            fixes = await self._fixes()
+            job = self._job(definition, path, fixes)
             sent = await self._send_ahead(definition, stored, job)
             if self._before is not None:
                 try:
@@ -97,6 +98,7 @@ class ChunkRun(Run):
                 self.record.file_format,
                 self.record.column_map,
                 stored_sheet(self.record),
+                fixes,
             )
             try:
                 remaining = dropwhile(lambda raw: raw.number <= done, rows)
@@ -107,7 +109,8 @@ class ChunkRun(Run):
 
     def _may_use_helper(self, definition: OperationDefinition, stored: StoredRows | None) -> bool:
         """Whether the chunk's rows may run in a helper process (none of them stored yet)."""
-        return runs_in_helper(definition, self._config.max_row_concurrency) and (
+        concurrency, dry_run = self._config.max_row_concurrency, self.record.dry_run
+        return runs_in_helper(definition, concurrency, dry_run=dry_run) and (
             stored is None or stored.next_number > self.chunk.last_row
         )
 
@@ -143,7 +146,18 @@ class ChunkRun(Run):
             helper.release()
             return None
 
-    def _job(self, definition: OperationDefinition, path: Path) -> Job:
+    async def _fixes(self) -> dict[int, dict[str, Any]] | None:
+        """The fixed rows' data of the chunk's rows (see ``resume.source_fixes``)."""
+        stores, chunk = self._stores, self.chunk
+        fixes = await self._retry.call(source_fixes, stores.operations, stores.rows, self.record)
+        if not fixes:
+            return None
+        first, last = chunk.first_row, chunk.last_row
+        return {number: data for number, data in fixes.items() if first <= number <= last}
+
+    def _job(
+        self, definition: OperationDefinition, path: Path, fixes: dict[int, dict[str, Any]] | None
+    ) -> Job:
         return Job(
             operation_id=self.record.id,
             operation=definition.name,
@@ -155,6 +169,8 @@ class ChunkRun(Run):
             report_interval=self._config.flush_interval,
             created_by=self.record.created_by,
             sheet=stored_sheet(self.record),
+            dry_run=self.record.dry_run,
+            fixes=fixes or None,
         )
 
     def _take(self, progress: Progress) -> None:
@@ -252,14 +268,23 @@ def read_chunk(
     file_format: str,
     column_map: Mapping[str, str] | None,
     sheet: str | None = None,
+    fixes: Mapping[int, dict[str, Any]] | None = None,
 ) -> Generator[RawRow, None, None]:
     """The raw rows of ``chunk`` of an operation's stored file (read from the chunk's
     offset when it is known, else from the start of the file; an XLSX file from
-    worksheet ``sheet``). Close it when done."""
+    worksheet ``sheet``), those numbered in ``fixes`` read from that data instead. Close
+    it when done."""
     start = ChunkStart(chunk.first_row, chunk.offset) if chunk.offset >= 0 else None
     limit = chunk.row_count if start is not None else None
     reader = operation_rows(
-        path, definition, file_format, column_map, start=start, limit=limit, sheet=sheet
+        path,
+        definition,
+        file_format,
+        column_map,
+        start=start,
+        limit=limit,
+        sheet=sheet,
+        fixes=fixes,
     )
     first = chunk.first_row
     try:

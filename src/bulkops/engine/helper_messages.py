@@ -60,6 +60,10 @@ class Job:
     ahead: bool = False
     created_by: str = ""  # the operation's creator, for current_row()
     sheet: str | None = None  # the XLSX worksheet read (None: the first)
+    dry_run: bool = False  # validate the rows, run nothing
+    # Rows of the chunk read from this data instead of the file (fixed rows of the
+    # operation it was created from), by row number.
+    fixes: dict[int, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

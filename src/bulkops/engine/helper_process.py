@@ -37,6 +37,7 @@ from bulkops.definition.registry import Registry, load_registry
 from bulkops.definition.row_context import row_frame
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.chunks import read_chunk
+from bulkops.engine.dry_run import DryRunner
 from bulkops.engine.helper_messages import (
     Finished,
     Hello,
@@ -170,10 +171,23 @@ async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
         raise OperationFailed(f"Operation {job.operation!r} is not registered in the row helper")
     metadata, instance = await instantiate(definition, job.metadata)
     rows = read_chunk(
-        Path(job.path), definition, job.chunk, job.file_format, job.column_map, job.sheet
+        Path(job.path),
+        definition,
+        job.chunk,
+        job.file_format,
+        job.column_map,
+        job.sheet,
+        job.fixes,
     )
     try:
         basics = (definition, instance, metadata, job.operation_id)
+        if job.dry_run:
+            dry = DryRunner(*basics, created_by=job.created_by)
+            if dry.direct:
+                await _run_direct(dry, rows, report)
+            else:
+                await _run_prepared(dry, rows, report)
+            return
         if definition.is_batch:
             await _run_batches(BatchRunner(*basics, created_by=job.created_by), rows, report)
             return
@@ -234,7 +248,9 @@ async def _run_batch(
     report.progress.upto = upto
 
 
-async def _run_prepared(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:
+async def _run_prepared(
+    runner: RowRunner | DryRunner, rows: Iterator[RawRow], report: _Report
+) -> None:
     """Rows of an operation with ``validate_row``: ``run_plain`` a batch at a time."""
     while batch := list(islice(rows, BATCH_SIZE)):
         start = 0
@@ -245,12 +261,17 @@ async def _run_prepared(runner: RowRunner, rows: Iterator[RawRow], report: _Repo
         await report.pause()
 
 
-async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report) -> None:
-    """Rows with nothing to await but ``process_row``: ``run_plain``'s steps, with the
-    bookkeeping of each completed row inline, so that a plain row costs no function call
-    beyond its own. The lists of the report are cached between rows and looked up again
-    whenever the report was sent meanwhile."""
-    validate, process, metadata = runner.validate_model, runner.process, runner.metadata
+async def _run_direct(
+    runner: RowRunner | DryRunner, rows: Iterator[RawRow], report: _Report
+) -> None:
+    """Rows with nothing to await but ``process_row`` (nothing at all in a dry run):
+    ``run_plain``'s steps, with the bookkeeping of each completed row inline, so that a
+    plain row costs no function call beyond its own. The lists of the report are cached
+    between rows and looked up again whenever the report was sent meanwhile."""
+    validate, metadata = runner.validate_model, runner.metadata
+    process = runner.process if isinstance(runner, RowRunner) else None
+    # A dry run's rows are only validated: current_row() tells validation's step.
+    step, index = (PROCESS_STEP, 0) if process is not None else (None, -1)
     clock, first_bound, tick = perf_counter, ROW_BUCKETS[0], CoarseClock.TICK
     at, next_tick = utcnow(), clock() + tick
     generation = -1
@@ -265,7 +286,7 @@ async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report
         if count >= BATCH_SIZE:  # for every row, failed ones included
             count = 0
             await report.pause()
-        mark((scope, raw.number, None, PROCESS_STEP, 0, 1, 0))
+        mark((scope, raw.number, None, step, index, 1, 0))
         began = clock()
         values = raw.values
         if raw.error is not None or values is None:
@@ -278,14 +299,15 @@ async def _run_direct(runner: RowRunner, rows: Iterator[RawRow], report: _Report
             report.failed(runner.invalid(raw, ErrorType.VALIDATION, describe_errors(exc)))
             report.took(clock() - began)
             continue
-        try:
-            await process(row, metadata)
-        except Exception as exc:
-            record = runner.new_record(raw, RowState.FAILED)
-            record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
-            report.failed(record)
-            report.took(clock() - began)
-            continue
+        if process is not None:
+            try:
+                await process(row, metadata)
+            except Exception as exc:
+                record = runner.new_record(raw, RowState.FAILED)
+                record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
+                report.failed(record)
+                report.took(clock() - began)
+                continue
         ended = clock()
         if report.generation != generation:  # sent meanwhile: start on its new lists
             generation, run = report.generation, None

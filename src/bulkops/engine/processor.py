@@ -14,7 +14,7 @@ from bulkops.definition.registry import Registry
 from bulkops.engine.lease import Held
 from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry, apply_change
-from bulkops.engine.resume import FileRows, StoredRows, operation_rows
+from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_fixes
 from bulkops.engine.retry import RetrySource
 from bulkops.engine.row_helpers import RowHelpers, runs_in_helper
 from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
@@ -134,7 +134,9 @@ class OperationRun(Run):
             if (
                 helpers is not None
                 and self._config.chunk_rows > 0
-                and runs_in_helper(definition, self._config.max_row_concurrency)
+                and runs_in_helper(
+                    definition, self._config.max_row_concurrency, dry_run=self.record.dry_run
+                )
                 and path.stat().st_size >= WARM_HELPERS_BYTES
             ):
                 helpers.warm()  # starts while the rows are counted
@@ -149,8 +151,15 @@ class OperationRun(Run):
                 self._stores.operations.set_total_rows, self.record.id, counted.total
             )
             runner = await self._prepare(definition, counted.total)
+            stores, record = self._stores, self.record
+            fixes = await self._retry.call(source_fixes, stores.operations, stores.rows, record)
             reader = operation_rows(
-                path, definition, self.record.file_format, self.record.column_map, sheet=sheet
+                path,
+                definition,
+                self.record.file_format,
+                self.record.column_map,
+                sheet=sheet,
+                fixes=fixes,
             )
             try:
                 stored = await StoredRows.load(self._stores.rows, self.record.id)

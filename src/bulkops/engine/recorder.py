@@ -63,8 +63,12 @@ class RowRecorder:
         on_status: Callable[[OperationStatus | None], None],
         on_failure: Callable[[BaseException], None],
         metrics: Metrics | None = None,
+        completed_step: tuple[str, int] | None = None,
     ) -> None:
         self._metrics = metrics or Metrics()
+        # The step (name, index) plain completions are stored at: ``process`` (0), or
+        # ``validation`` (-1) for a dry run's.
+        self._step_name, self._step_index = completed_step or (PROCESS_STEP, 0)
         self._operation = operation
         self._rows = rows
         self._fence = fence
@@ -202,7 +206,8 @@ class RowRecorder:
     async def _write(self, batch: list[RowRecord], runs: list[list[Any]], counted: int) -> None:
         delta, failures = self._tally(batch)
         delta = ProgressDelta(delta.processed + counted, delta.successful + counted, delta.failed)
-        completed = [CompletedRun(first, last, PROCESS_STEP, at) for first, last, at in runs]
+        name, index = self._step_name, self._step_index
+        completed = [CompletedRun(first, last, name, at, index) for first, last, at in runs]
         started = time.perf_counter()
         # A cancellation of this task must not tear a write whose batch left the buffer.
         status = await asyncio.shield(

@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 from bulkops.definition.operation import OperationDefinition
 from bulkops.formats import ChunkStart, FileFormat, RawRow, read_rows
-from bulkops.storage.ports import RowStore
-from bulkops.storage.records import RowRecord
+from bulkops.formats.base import KeyMatcher
+from bulkops.storage.ports import OperationStore, RowStore
+from bulkops.storage.records import OperationRecord, RowRecord
 
 _BATCH = 5_000
 BATCH_SIZE = 128
@@ -28,12 +30,14 @@ def operation_rows(
     start: ChunkStart | None = None,
     limit: int | None = None,
     sheet: str | None = None,
+    fixes: Mapping[int, dict[str, Any]] | None = None,
 ) -> Generator[RawRow, None, None]:
     """The raw rows of an operation's stored file, read as its definition says (from
     ``start`` for at most ``limit`` rows when given, an XLSX file from worksheet
-    ``sheet``; see ``formats.read_rows``)."""
+    ``sheet``; see ``formats.read_rows``); the rows numbered in ``fixes`` are read from
+    that data instead of the file."""
     fmt = FileFormat(file_format)
-    return read_rows(
+    rows = read_rows(
         path,
         fmt,
         columns=definition.columns,
@@ -46,6 +50,76 @@ def operation_rows(
         limit=limit,
         sheet=sheet,
     )
+    if not fixes:
+        return rows
+    # An empty cell is a missing value, as the readers of CSV and XLSX files leave it.
+    data = RowData(definition, drop_empty=fmt in CELL_FORMATS, column_map=column_map)
+    return _overlaid(rows, fixes, data, keep_raw=definition.track_row_data)
+
+
+CELL_FORMATS = (FileFormat.CSV, FileFormat.XLSX)  # files of cells, where empty means missing
+
+
+class RowData:
+    """Raw rows rebuilt from row data kept under the file's column names (a tracked row's
+    data, a fix), as the file's reader would have read them."""
+
+    def __init__(
+        self,
+        definition: OperationDefinition,
+        *,
+        drop_empty: bool,
+        column_map: Mapping[str, str] | None = None,
+    ) -> None:
+        self._matcher = KeyMatcher(definition.columns, column_map)
+        self._drop_empty = drop_empty
+
+    def raw(self, number: int, data: dict[str, Any], *, keep_raw: bool = True) -> RawRow:
+        """Row ``number`` with ``data`` (with ``drop_empty`` an empty cell is a missing
+        value)."""
+        values = self._matcher.values(data, copy=True)
+        if self._drop_empty:
+            values = {key: value for key, value in values.items() if value != ""}
+        return RawRow(number, values, data if keep_raw else None)
+
+
+def _overlaid(
+    rows: Generator[RawRow, None, None],
+    fixes: Mapping[int, dict[str, Any]],
+    data: RowData,
+    *,
+    keep_raw: bool,
+) -> Generator[RawRow, None, None]:
+    try:
+        for raw in rows:
+            fixed = fixes.get(raw.number)
+            yield raw if fixed is None else data.raw(raw.number, fixed, keep_raw=keep_raw)
+    finally:
+        rows.close()
+
+
+async def source_fixes(
+    operations: OperationStore, rows: RowStore, record: OperationRecord
+) -> dict[int, dict[str, Any]] | None:
+    """The fixed rows' data an operation created from an earlier one reads instead of the
+    file's records: its source's fixes over those of the source's own source, and so on
+    (each read the same file). None for an operation read from its own upload."""
+    chain: list[UUID] = []
+    current: OperationRecord | None = record
+    while current is not None and current.source_operation_id is not None:
+        if current.source_operation_id in chain or len(chain) >= _MAX_SOURCES:
+            break
+        chain.append(current.source_operation_id)
+        current = await operations.get(current.source_operation_id)
+    if not chain:
+        return None
+    fixes: dict[int, dict[str, Any]] = {}
+    for operation_id in reversed(chain):  # the oldest first: later fixes win
+        fixes.update(await rows.fixes(operation_id))
+    return fixes
+
+
+_MAX_SOURCES = 1000  # a chain of runs from earlier ones longer than this is cut there
 
 
 class StoredRows:

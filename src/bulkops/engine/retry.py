@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 
 from bulkops.definition.operation import OperationDefinition
+from bulkops.engine.resume import RowData
 from bulkops.formats import RawRow
-from bulkops.formats.base import KeyMatcher
 from bulkops.storage.records import RowRecord
 
 NO_ROW_DATA = "The row's data was not kept (TrackRowData is off), so it cannot be retried"
@@ -29,8 +29,7 @@ class RetrySource:
         batch_size: int = 128,
     ) -> None:
         self._records = records
-        self._matcher = KeyMatcher(definition.columns, column_map)
-        self._drop_empty = drop_empty
+        self._data = RowData(definition, drop_empty=drop_empty, column_map=column_map)
         self._batch_size = batch_size
 
     def __aiter__(self) -> RetrySource:
@@ -40,10 +39,8 @@ class RetrySource:
         data = record.row_data
         if data is None:
             return RawRow(record.row_number, None, None, NO_ROW_DATA)
-        values = self._matcher.values(data, copy=True)
-        if self._drop_empty:  # an empty CSV cell is a missing value, as in the first run
-            values = {key: value for key, value in values.items() if value != ""}
-        return RawRow(record.row_number, values, data)
+        # An empty CSV cell is a missing value, as in the first run.
+        return self._data.raw(record.row_number, data)
 
     async def __anext__(self) -> list[tuple[RawRow, RowRecord | None]]:
         batch: list[tuple[RawRow, RowRecord | None]] = []

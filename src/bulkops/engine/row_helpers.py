@@ -49,11 +49,16 @@ CLOSE_TIMEOUT = 5.0  # seconds for a helper to exit once its stdin closes
 MAX_START_FAILURES = 3  # helpers that could not start before the pool gives up
 
 
-def runs_in_helper(definition: OperationDefinition, max_row_concurrency: int) -> bool:
+def runs_in_helper(
+    definition: OperationDefinition, max_row_concurrency: int, *, dry_run: bool = False
+) -> bool:
     """Whether a helper may run the operation's rows with nothing a user sees changed: a
     plain row or batch operation (nothing to record of a completed row but its number:
     no row data, no row id), one row (or batch) at a time, no rate limit or failure
-    threshold to keep."""
+    threshold to keep. A dry run of any operation without a business key (a validated row
+    leaves only its number; nothing runs, so nothing is paced or budgeted)."""
+    if dry_run:
+        return not definition.overrides_row_id
     controls = definition.controls
     return (
         max_row_concurrency == 1

@@ -19,6 +19,7 @@ from bulkops.definition.conversion import convert
 from bulkops.definition.models import Metadata
 from bulkops.definition.operation import OperationBase, OperationDefinition
 from bulkops.engine.batches import BatchRunner, Pending
+from bulkops.engine.dry_run import DRY_RUN_STEP, DRY_RUN_STEP_INDEX, DryRunner
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.lease import Held, Lease
 from bulkops.engine.pacing import Pacer, Slots
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bulkops.engine")
 
-Runner = RowRunner | PipelineRunner | BatchRunner
+Runner = RowRunner | PipelineRunner | BatchRunner | DryRunner
+PlainRunner = RowRunner | DryRunner  # runners with ``run_plain``
 # Rows travel in small batches (resume.BATCH_SIZE): one await per batch, not per row.
 RowBatches = AsyncIterable[RowBatch]
 
@@ -113,6 +115,7 @@ class Run:
             on_status=self._stored_status,
             on_failure=lambda _: self.stop(StopReason.STORAGE),
             metrics=processor.metrics,
+            completed_step=(DRY_RUN_STEP, DRY_RUN_STEP_INDEX) if record.dry_run else None,
         )
 
     def stop(self, reason: StopReason) -> None:
@@ -212,6 +215,9 @@ class Run:
 
     async def _prepare(self, definition: OperationDefinition, total: int) -> Runner:
         metadata, instance = await instantiate(definition, self.record.metadata)
+        if self.record.dry_run:  # every row is validated: no failure budget, no pacing
+            created_by = self.record.created_by
+            return DryRunner(definition, instance, metadata, self.record.id, created_by=created_by)
         controls, failed = definition.controls, 0
         if controls.limits_failures:
             # Only operations with a budget pay for counting their failed rows.
@@ -249,14 +255,14 @@ class Run:
     async def _run(self, rows: RowBatches, runner: Runner) -> None:
         if isinstance(runner, BatchRunner):
             await self._run_batches(rows, runner)
-        elif self._slots is None:
+        elif self._slots is None or (isinstance(runner, DryRunner) and runner.direct):
             await self._run_sequential(rows, runner)
         else:
             await self._run_window(rows, runner)
 
-    async def _run_sequential(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
+    async def _run_sequential(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
         recorder = self._recorder
-        fresh = runner if isinstance(runner, RowRunner) and runner.plain else None
+        fresh = runner if isinstance(runner, RowRunner | DryRunner) and runner.plain else None
         took, clock = self._p.metrics.row_timer(self.record.operation_name), perf_counter
         async for batch in rows:
             plain: list[RawRow] = []  # fresh rows of a plain operation, run together
@@ -279,7 +285,7 @@ class Run:
             await asyncio.sleep(0)  # let HTTP requests and other operations in
 
     async def _run_plain(
-        self, fresh: RowRunner, raws: list[RawRow], took: Callable[[float], None]
+        self, fresh: PlainRunner, raws: list[RawRow], took: Callable[[float], None]
     ) -> bool:
         """Run fresh rows of a plain operation, each completed one a number in a run, no
         record; True when the failure budget is spent (no further row starts)."""
@@ -292,7 +298,7 @@ class Run:
             start = index + 1
         return False
 
-    async def _run_window(self, rows: RowBatches, runner: RowRunner | PipelineRunner) -> None:
+    async def _run_window(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
         window = Window(
             self._config.max_row_concurrency,
             self._slots,

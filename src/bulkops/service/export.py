@@ -47,6 +47,8 @@ REPORT_COLUMNS = (
 # Appended to the original columns in data mode. On re-upload they are extra columns,
 # which the row model ignores.
 DATA_COLUMNS = ("_rowNumber", "_state", "_errorType", "_errorMessage")
+# Appended after them when some row of the operation was fixed in place: true for those rows.
+FIXED_COLUMN = "_fixed"
 
 # Keys the readers put into row data for content without a column of their own. They never
 # become CSV columns (see ``_DataCsv``); JSON and JSON Lines keep them.
@@ -189,7 +191,8 @@ class ExportService:
                     "Export in data mode needs TrackRowData: "
                     f"operation '{record.operation_name}' does not keep row data"
                 )
-            encoder = _data_encoder(export_format, definition.columns)
+            fixed = frozenset(await self._rows.fixes(operation_id))
+            encoder = _data_encoder(export_format, definition.columns, fixed)
             chunks = self._data(operation_id, keep, encoder)
         return Export(
             file_name=f"operation-{record.id}-{export_mode.value}.{export_format.value}",
@@ -318,18 +321,26 @@ def _outcome(row: RowRecord) -> tuple[Any, ...]:
     )
 
 
-def _data_item(row: RowRecord) -> dict[str, Any]:
+def _data_items(fixed: frozenset[int]) -> Callable[[RowRecord], dict[str, Any]]:
     """A data row as a JSON object.
 
     The row data comes out verbatim (its own keys, values and nulls, including the raw
     keys of unparsable records) so nothing a user could fix is lost. The outcome follows
     under ``DATA_COLUMNS``, replacing keys of the same name left by an earlier export;
-    null outcome properties are omitted.
+    null outcome properties are omitted; a row fixed in place (in ``fixed``) has
+    ``FIXED_COLUMN`` true.
     """
-    item = {k: v for k, v in (row.row_data or {}).items() if k not in DATA_COLUMNS}
-    for name, value in zip(DATA_COLUMNS, _outcome(row), strict=True):
-        if value is not None:
-            item[name] = value
+
+    def item(row: RowRecord) -> dict[str, Any]:
+        data = row.row_data or {}
+        found = {k: v for k, v in data.items() if k not in DATA_COLUMNS and k != FIXED_COLUMN}
+        for name, value in zip(DATA_COLUMNS, _outcome(row), strict=True):
+            if value is not None:
+                found[name] = value
+        if row.row_number in fixed:
+            found[FIXED_COLUMN] = True
+        return found
+
     return item
 
 
@@ -393,9 +404,12 @@ class _DataCsv(_CsvBuffer):
     use JSON to see its raw text.
     """
 
-    def __init__(self, columns: Sequence[str]) -> None:
+    def __init__(self, columns: Sequence[str], fixed: frozenset[int] = frozenset()) -> None:
         super().__init__()
         self._columns = tuple(columns)
+        self._fixed = fixed
+        # The fixed flag is a column only when some row was fixed: others keep their header.
+        self._outcomes = (*DATA_COLUMNS, FIXED_COLUMN) if fixed else DATA_COLUMNS
         self._extras: tuple[str, ...] | None = None
         self._positions: tuple[tuple[str, ...], list[int | None]] = ((), [])
 
@@ -405,9 +419,12 @@ class _DataCsv(_CsvBuffer):
         self._extras = tuple(
             key
             for i, key in enumerate(keys)
-            if i not in matched and key not in RAW_KEYS and key not in DATA_COLUMNS
+            if i not in matched
+            and key not in RAW_KEYS
+            and key not in DATA_COLUMNS
+            and key != FIXED_COLUMN
         )
-        self.writerow([*self._columns, *self._extras, *DATA_COLUMNS])
+        self.writerow([*self._columns, *self._extras, *self._outcomes])
 
     def _model_values(self, data: dict[str, Any]) -> list[Any]:
         keys = tuple(data)
@@ -424,6 +441,8 @@ class _DataCsv(_CsvBuffer):
             self._start(data)
         extras = self._extras or ()
         cells = [*self._model_values(data), *(data.get(key) for key in extras), *_outcome(row)]
+        if self._fixed:
+            cells.append("true" if row.row_number in self._fixed else None)
         self.writerow([_cell(v) for v in cells])
 
     def finish(self) -> None:
@@ -508,11 +527,13 @@ def _report_encoder(file_format: ExportFormat) -> _Encoder[ReportValues]:
     return _JsonLines(_report_items())
 
 
-def _data_encoder(file_format: ExportFormat, columns: Sequence[str]) -> _Encoder[RowRecord]:
+def _data_encoder(
+    file_format: ExportFormat, columns: Sequence[str], fixed: frozenset[int] = frozenset()
+) -> _Encoder[RowRecord]:
     if file_format is ExportFormat.XLSX:
         return _DataXlsx(columns)
     if file_format is ExportFormat.CSV:
-        return _DataCsv(columns)
+        return _DataCsv(columns, fixed)
     if file_format is ExportFormat.JSON:
-        return _JsonArray(_data_item)
-    return _JsonLines(_data_item)
+        return _JsonArray(_data_items(fixed))
+    return _JsonLines(_data_items(fixed))

@@ -43,6 +43,11 @@ class Fingerprint:
             self._hash.update(chunk)
             yield chunk
 
+    def include(self, part: str) -> None:
+        """Add a part of the submission beside the head and the file (a dry run, the
+        operation a create reads its file from)."""
+        self._hash.update(b"\0" + part.encode())
+
     def hexdigest(self) -> str:
         """The fingerprint so far."""
         return self._hash.hexdigest()

@@ -94,6 +94,14 @@ class QueryService:
         """Status and progress."""
         return OperationProgress.of(await self.get(operation_id))
 
+    async def fixed_among(self, operation_id: UUID, rows: Sequence[RowRecord]) -> set[int]:
+        """The numbers of ``rows`` whose data was fixed in place (only rows that keep their
+        data can be: the others cost no look-up)."""
+        numbers = [row.row_number for row in rows if row.row_data is not None]
+        if not numbers:
+            return set()
+        return set(await self._rows.fixes(operation_id, row_numbers=numbers))
+
     async def errors(
         self,
         operation_id: UUID,

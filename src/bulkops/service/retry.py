@@ -83,7 +83,9 @@ class RetryService:
             )
         if definition is None:
             return None, f"Operation {record.operation_name!r} is not registered here"
-        if not definition.retryable:
+        # A retry of a dry run only validates again: nothing runs twice, so any operation's
+        # dry run may be retried.
+        if not definition.retryable and not record.dry_run:
             return definition, f"Operation {definition.name!r} is not retryable"
         if not definition.track_row_data:
             return definition, TRACK_ROW_DATA_REASON
@@ -93,7 +95,9 @@ class RetryService:
             )
         failed = await self._failed(record.id)
         invalid = await self._failed(record.id, VALIDATION_STEP_NAME)
-        if failed - invalid <= 0:
+        if failed - invalid <= 0 and not await self._rows.fixes(record.id, failed_only=True):
+            # Validation failures are retried once fixed in place; the message stays as
+            # clients know it.
             return definition, (
                 "No failed rows can be retried: validation failures are never retried"
             )
@@ -110,7 +114,8 @@ class RetryService:
         """Reset the failed rows (all, or those named) and queue the operation again.
 
         Rows that failed validation, rows that did not fail, and rows whose failing step
-        forbids operation retry are skipped, each with a reason. When nothing is left to
+        forbids operation retry are skipped, each with a reason, unless they were fixed in
+        place: a fixed Failed row is retried whatever it failed at. When nothing is left to
         submit the operation is unchanged.
 
         Raises:
@@ -153,13 +158,22 @@ class RetryService:
     async def _skip_disallowed_steps(
         self, record: OperationRecord, definition: OperationDefinition, result: RetryResult
     ) -> None:
+        fixed_steps: list[int] | None = None  # the failed steps of the fixed rows
         for step in definition.steps:
             if step.allow_operation_retry:
                 continue
             count = await self._failed(record.id, step.name)
+            if count and fixed_steps is None:
+                fixed_steps = await self._fixed_steps(record.id)
+            count -= (fixed_steps or []).count(step.index)  # fixed rows are retried
             if count:
                 result.rows_skipped += count
                 result.skipped_reasons.append(_disallowed(step, count))
+
+    async def _fixed_steps(self, operation_id: UUID) -> list[int]:
+        fixed = await self._rows.fixes(operation_id, failed_only=True)
+        rows = [await self._rows.get_row(operation_id, number) for number in fixed]
+        return [row.step_index for row in rows if row is not None]
 
     async def _choose_rows(
         self,
@@ -169,14 +183,19 @@ class RetryService:
         result: RetryResult,
     ) -> tuple[int, ...]:
         chosen = []
-        for number in sorted(set(row_numbers)):
+        numbers = sorted(set(row_numbers))
+        fixed = await self._rows.fixes(record.id, row_numbers=numbers)
+        for number in numbers:
             row = await self._rows.get_row(record.id, number)
             reason = None
             if row is None:
                 reason = f"Row {number} does not exist or was never processed"
             elif row.state is not RowState.FAILED:
                 reason = f"Row {number} has not failed (it is {row.state.value})"
+            elif number in fixed:
+                pass  # a fixed row runs again whatever it failed at
             elif row.step_index < 0:
+                # (unless fixed in place: the message predates fixes and stays as it was)
                 reason = f"Row {number} failed validation, which is never retried"
             elif not definition.steps[row.step_index].allow_operation_retry:
                 name = definition.steps[row.step_index].name

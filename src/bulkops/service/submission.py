@@ -26,6 +26,7 @@ from bulkops.engine.invoke import error_text, invoke
 from bulkops.errors import (
     BadRequest,
     FileFormatError,
+    NotFound,
     PayloadTooLarge,
     TooManyRequests,
     Unprocessable,
@@ -48,6 +49,8 @@ from bulkops.storage.records import (
     KeyInUse,
     LimitReached,
     OperationRecord,
+    StoredFile,
+    stored_sheet,
 )
 from bulkops.storage.states import OperationStatus
 
@@ -93,6 +96,23 @@ class _Checked:
     metadata: Metadata
     fmt: FileFormat
     upload: Upload
+
+
+@dataclass(slots=True)
+class _Content:
+    """What a create reads: an upload to store, or an earlier operation's stored file."""
+
+    definition: OperationDefinition
+    metadata: dict[str, Any]
+    columns: dict[str, str] | None
+    fingerprint: Fingerprint
+    origin: _Checked | OperationRecord  # the checked upload, or the source operation
+    sheet: str | None = None  # the worksheet the create named (an XLSX upload)
+
+    @property
+    def source(self) -> OperationRecord | None:
+        """The operation whose stored file is read, if any."""
+        return self.origin if isinstance(self.origin, OperationRecord) else None
 
 
 class SubmissionService:
@@ -214,6 +234,8 @@ class SubmissionService:
         idempotency_key: str | None = None,
         tenant: str | None = None,
         sheet: str | None = None,
+        dry_run: str | None = None,
+        source_operation_id: str | None = None,
     ) -> Created:
         """Store the file and a Pending operation, then hand it on to be processed.
 
@@ -223,57 +245,59 @@ class SubmissionService:
         at most that many of its operations (of its creator's, without a tenant) are
         Pending, Running or Retrying at once. An XLSX file is read from its first
         worksheet, or the one ``sheet`` names (kept with the operation's options, see
-        ``storage.records.stored_sheet``).
+        ``storage.records.stored_sheet``). ``dry_run`` (``true`` or ``false``): validate
+        every row, run nothing. ``source_operation_id`` instead of an upload: read that
+        operation's stored file (and worksheet), with its fixed rows' data
+        (``engine.resume.source_fixes``); its metadata and column map unless given.
 
         Raises:
             BadRequest: unknown or missing operation, missing or empty file, bad
-                notifications, column map or idempotency key; ``sheet`` for a file that
-                is not XLSX, a sheet the workbook lacks, a workbook that cannot be read.
+                notifications, column map, idempotency key or dryRun; ``sheet`` for a
+                file that is not XLSX, a sheet the workbook lacks, a workbook that cannot
+                be read; a source of another operation.
+            NotFound: the source operation is unknown (or another tenant's).
             UnsupportedMediaType: the file is not CSV, JSON, JSON Lines or XLSX.
-            Unprocessable: the metadata or the column map does not fit the operation
-                (carries the validation result), or the idempotency key was used with a
-                different request.
+            Unprocessable: the metadata or the column map does not fit the operation, a
+                file and a source operation both, a sheet with a source operation (carries
+                the validation result), or the idempotency key was used with a different
+                request.
             PayloadTooLarge: the file exceeds the upload limit.
             TooManyRequests: the tenant already has ``tenant_max_active`` active operations.
         """
-        checked = self._check(operation_name, metadata, upload)
+        dry = parse_flag("dryRun", dry_run)
+        if source_operation_id is not None:
+            content = await self._from_source(
+                source_operation_id, operation_name, metadata, column_map, tenant, upload, sheet
+            )
+        else:
+            content = self._from_upload(operation_name, metadata, upload, column_map, sheet)
+        definition, fingerprint = content.definition, content.fingerprint
         notification_options = parse_notifications(notifications, self._channels)
-        columns = parse_column_map(checked.definition, column_map)
         key = check_key(idempotency_key)
-        sheet = self._sheet(checked.fmt, sheet)
-        stored_metadata = dump_metadata(checked.metadata)
-        fingerprint = Fingerprint(
-            checked.definition.name, stored_metadata, columns if sheet is None else [columns, sheet]
-        )
-        stored = await self._files.put(fingerprint.through(self._limited(checked.upload.chunks)))
-        if stored.size == 0:
-            await self._files.delete(stored.file_id)
-            raise BadRequest("The uploaded file is empty")
-        if checked.fmt is FileFormat.XLSX:
-            try:
-                chosen = await self._workbook_sheet(stored.file_id, sheet)
-            except BaseException:
-                await self._files.delete(stored.file_id)
-                raise
-            if sheet is not None:
-                notification_options = {**(notification_options or {}), SHEET_OPTION: chosen}
+        if dry:
+            fingerprint.include("dryRun")
+        stored, file_name, file_format, chosen = await self._store(content)
+        if chosen is not None:
+            notification_options = {**(notification_options or {}), SHEET_OPTION: chosen}
         now = utcnow()
         record = OperationRecord(
             id=uuid.uuid4(),
-            operation_name=checked.definition.name,
+            operation_name=definition.name,
             status=OperationStatus.PENDING,
             created_by=(created_by or "").strip() or ANONYMOUS,
             created_at=now,
             source=self._service_name,
             file_id=stored.file_id,
-            file_name=_display_name(checked.upload.file_name, checked.fmt),
+            file_name=file_name,
             file_size=stored.size,
-            file_format=checked.fmt.value,
-            metadata=stored_metadata,
+            file_format=file_format,
+            metadata=content.metadata,
             notifications=notification_options,
-            column_map=columns,
-            schema_version=checked.definition.controls.schema_version,
+            column_map=content.columns,
+            schema_version=definition.controls.schema_version,
             tenant=tenant,
+            dry_run=dry,
+            source_operation_id=None if content.source is None else content.source.id,
         )
         claim = None
         if key is not None:
@@ -284,16 +308,119 @@ class SubmissionService:
                 record, [created_event(record, now)], idempotency=claim, limit=self._active_limit
             )
         except BaseException:
-            await self._files.delete(stored.file_id)
+            await self._discard(content, stored)
             raise
         if isinstance(used, LimitReached):
-            await self._files.delete(stored.file_id)
+            await self._discard(content, stored)
             raise self._limit_refusal(record, used)
         if used is not None:
-            await self._files.delete(stored.file_id)
+            await self._discard(content, stored)
             return await self._replay(used, fingerprint.hexdigest())
         self._work.enqueue(record.id)
         return Created(record)
+
+    def _from_upload(
+        self,
+        operation_name: str | None,
+        metadata: str | None,
+        upload: Upload | None,
+        column_map: str | None,
+        sheet: str | None,
+    ) -> _Content:
+        checked = self._check(operation_name, metadata, upload)
+        definition = checked.definition
+        columns = parse_column_map(definition, column_map)
+        chosen = self._sheet(checked.fmt, sheet)
+        stored_metadata = dump_metadata(checked.metadata)
+        fingerprint = Fingerprint(
+            definition.name, stored_metadata, columns if chosen is None else [columns, chosen]
+        )
+        return _Content(definition, stored_metadata, columns, fingerprint, checked, chosen)
+
+    async def _from_source(
+        self,
+        source_operation_id: str,
+        operation_name: str | None,
+        metadata: str | None,
+        column_map: str | None,
+        tenant: str | None,
+        upload: Upload | None,
+        sheet: str | None,
+    ) -> _Content:
+        # Cross-field rules, answered as an invalid submission.
+        if upload is not None:
+            raise _invalid_file("Send either a file or sourceOperationId, not both")
+        source = await self._source(source_operation_id, tenant)
+        if sheet is not None and sheet.strip():
+            raise _invalid_file(
+                "The sheet field applies to an uploaded file: a run from an earlier "
+                "operation reads the worksheet that operation read"
+            )
+        definition = self._definition(operation_name or source.operation_name)
+        if definition.name != source.operation_name:
+            raise BadRequest(
+                f"Operation {definition.name!r} cannot run from operation {source.id}, "
+                f"which is of operation {source.operation_name!r}"
+            )
+        given = metadata if metadata and metadata.strip() else None
+        parsed = self._metadata(definition, given or json.dumps(source.metadata))
+        columns = (
+            parse_column_map(definition, column_map)
+            if column_map is not None and column_map.strip()
+            else source.column_map
+        )
+        stored_metadata = dump_metadata(parsed)
+        fingerprint = Fingerprint(definition.name, stored_metadata, columns)
+        fingerprint.include(f"source:{source.id}")
+        return _Content(definition, stored_metadata, columns, fingerprint, source)
+
+    async def _store(self, content: _Content) -> tuple[StoredFile, str, str, str | None]:
+        """The file of the new operation, its display name and format, and the worksheet
+        to keep with its options (None: its first, or not XLSX): the upload, stored now
+        (hashed into the fingerprint as it streams), or the source's stored file."""
+        checked = content.origin
+        if isinstance(checked, OperationRecord):
+            stored = StoredFile(checked.file_id, checked.file_size)
+            return stored, checked.file_name, checked.file_format, stored_sheet(checked)
+        chunks = content.fingerprint.through(self._limited(checked.upload.chunks))
+        stored = await self._files.put(chunks)
+        if stored.size == 0:
+            await self._files.delete(stored.file_id)
+            raise BadRequest("The uploaded file is empty")
+        chosen = None
+        if checked.fmt is FileFormat.XLSX:
+            try:
+                found = await self._workbook_sheet(stored.file_id, content.sheet)
+            except BaseException:
+                await self._files.delete(stored.file_id)
+                raise
+            chosen = found if content.sheet is not None else None
+        return (
+            stored,
+            _display_name(checked.upload.file_name, checked.fmt),
+            checked.fmt.value,
+            chosen,
+        )
+
+    async def _discard(self, content: _Content, stored: StoredFile) -> None:
+        """Delete the file stored for a create that stored no operation (a source's file is
+        never deleted here)."""
+        if content.source is None:
+            await self._files.delete(stored.file_id)
+
+    async def _source(self, text: str, tenant: str | None) -> OperationRecord:
+        """The operation a create reads its file from (a caller with a tenant: only one of
+        that tenant's, another's is not found)."""
+        try:
+            operation_id = uuid.UUID(text.strip())
+        except ValueError:
+            raise BadRequest(
+                f"sourceOperationId must be an operation id (a UUID), got {text.strip()[:100]!r}"
+            ) from None
+        source = await self._operations.get(operation_id)
+        if source is None or (tenant is not None and source.tenant != tenant):
+            raise NotFound(f"Source operation {operation_id} not found")
+        return source
 
     def _limit_refusal(self, record: OperationRecord, reached: LimitReached) -> TooManyRequests:
         most = self._active_limit.most if self._active_limit else reached.active
@@ -389,6 +516,24 @@ def _key_owner(record: OperationRecord) -> str:
         return record.created_by
     pair = f"{record.tenant}\0{record.created_by}".encode()
     return "tenant:" + hashlib.sha256(pair).hexdigest()
+
+
+def parse_flag(name: str, text: str | None) -> bool:
+    """A true/false form field (absent: false).
+
+    Raises:
+        BadRequest: any other value.
+    """
+    if text is None:
+        return False
+    value = text.strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise BadRequest(f"{name} must be true or false, got {text.strip()[:100]!r}")
+
+
+def _invalid_file(message: str) -> Unprocessable:
+    return Unprocessable(message, valid=False, metadataErrors=[], fileErrors=[message])
 
 
 def _invalid_metadata(errors: list[str]) -> Unprocessable:

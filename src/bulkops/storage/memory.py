@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Itera
 from copy import deepcopy
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from bulkops.clock import utcnow
@@ -141,6 +141,7 @@ class MemoryStore:
         self._chunks: dict[UUID, dict[int, ChunkRecord]] = {}
         self._starts: dict[str, builtins.list[datetime]] = {}
         self._deliveries: dict[UUID, DeliveryRecord] = {}
+        self._fixes: dict[UUID, dict[int, dict[str, Any]]] = {}
 
     async def ping(self) -> None:
         """Always reachable."""
@@ -306,6 +307,7 @@ class MemoryStore:
                 operation_id,
                 number,
                 RowState.COMPLETED,
+                step_index=run.step_index,
                 step_name=run.step_name,
                 completed_at=run.completed_at,
             )
@@ -548,6 +550,35 @@ class MemoryStore:
         if batch:
             yield batch
 
+    async def fix_row(
+        self, operation_id: UUID, row_number: int, row_data: dict[str, Any], now: datetime
+    ) -> RowRecord | None:
+        """Replace the data of a Failed row and mark it fixed; None when not Failed."""
+        row = self._rows.get(operation_id, {}).get(row_number)
+        if row is None or row.state is not RowState.FAILED:
+            return None
+        row.row_data = deepcopy(row_data)
+        self._fixes.setdefault(operation_id, {})[row_number] = deepcopy(row_data)
+        return _copy_row(row)
+
+    async def fixes(
+        self,
+        operation_id: UUID,
+        *,
+        row_numbers: Collection[int] | None = None,
+        failed_only: bool = False,
+    ) -> dict[int, dict[str, Any]]:
+        """The data of the operation's fixed rows by row number."""
+        fixed = self._fixes.get(operation_id, {})
+        rows = self._rows.get(operation_id, {})
+        wanted = fixed.keys() if row_numbers is None else set(row_numbers) & fixed.keys()
+        return {
+            number: deepcopy(fixed[number])
+            for number in sorted(wanted)
+            if not failed_only
+            or ((row := rows.get(number)) is not None and row.state is RowState.FAILED)
+        }
+
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The first waiting row (by waiting time, then row number) with that key prefix."""
         candidates = [
@@ -595,12 +626,13 @@ class MemoryStore:
         ):
             return None
         stored = self._rows[request.operation_id]
+        fixed = self._fixes.get(request.operation_id, {})
         wanted = None if request.row_numbers is None else set(request.row_numbers)
         chosen = [
             row
             for number, row in sorted(stored.items())
             if row.state is RowState.FAILED
-            and row.step_index in request.allowed_steps
+            and (row.step_index in request.allowed_steps or number in fixed)
             and (wanted is None or number in wanted)
         ]
         if not chosen:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, 
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.storage.lifecycle import OperationChange, RowCounts
@@ -255,6 +255,24 @@ class RowStore(Protocol):
         ``states``) by row number, a batch at a time: what ``iterate`` yields, without
         building a record per row."""
 
+    async def fix_row(
+        self, operation_id: UUID, row_number: int, row_data: dict[str, Any], now: datetime
+    ) -> RowRecord | None:
+        """Replace the data of a Failed row and mark it fixed, in one transaction: its
+        ``row_data`` becomes ``row_data`` and the fix (that data, at ``now``) is kept for
+        ``fixes``. Returns the stored row after it; None, with nothing changed, when the row
+        is not stored or not Failed."""
+
+    async def fixes(
+        self,
+        operation_id: UUID,
+        *,
+        row_numbers: Collection[int] | None = None,
+        failed_only: bool = False,
+    ) -> dict[int, dict[str, Any]]:
+        """The data of the operation's fixed rows by row number: every one, or those among
+        ``row_numbers``; with ``failed_only`` only those whose row is Failed now."""
+
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The row that started waiting first (ties by row number) among the operation's
         WaitingForCompletion rows whose signal key is ``key_prefix`` + its row number."""
@@ -282,7 +300,8 @@ class RetryStore(Protocol):
         """Start a retry round in one transaction.
 
         When the operation is CompletedWithErrors with token ``expected_version``: snapshot
-        each qualifying row's error into the history, reset those rows
+        each qualifying row's error (see ``RetryRequest``: fixed Failed rows qualify at any
+        step) into the history, reset those rows
         (``lifecycle.reset_for_retry``) and apply ``lifecycle.begin_retry`` with its event.
         When no row qualifies nothing changes and ``rows_reset`` is 0. Returns None when
         the operation is not CompletedWithErrors with that token (another writer got there

@@ -58,6 +58,10 @@ class OperationRecord:
     # The tenant of the principal that created it: principals of another tenant never see
     # it. None: created by an unscoped principal (seen only by unscoped principals).
     tenant: str | None = None
+    # A dry run validates every row and runs nothing; an operation created from an earlier
+    # one reads that one's stored file with its fixed rows' data applied.
+    dry_run: bool = False
+    source_operation_id: UUID | None = None
 
 
 # An XLSX operation's worksheet, when the create named one, is kept among the options in
@@ -208,7 +212,9 @@ class RetryRequest:
     """Which failed rows a retry resets.
 
     Rows qualify when they are Failed at a step in ``allowed_steps`` (indexes >= 0, so
-    validation failures never qualify) and, when ``row_numbers`` is given, are among them.
+    validation failures do not qualify by it), or Failed and fixed (their data replaced by
+    ``RowStore.fix_row``: at any step, validation included), and, when ``row_numbers`` is
+    given, are among them.
     """
 
     operation_id: UUID
@@ -401,12 +407,14 @@ class ChunkRecord:
 
 class CompletedRun(NamedTuple):
     """Consecutive rows ``first`` to ``last`` that completed at their one step with nothing
-    else to record: stored exactly as plain Completed row records, without building them."""
+    else to record: stored exactly as plain Completed row records, without building them.
+    ``step_index`` is -1 for rows a dry run validated (step ``validation``)."""
 
     first: int
     last: int
     step_name: str | None
     completed_at: datetime
+    step_index: int = 0
 
 
 @dataclass(frozen=True, slots=True)

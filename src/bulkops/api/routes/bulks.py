@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from bulkops.api.deps import (
+    INT32_MAX,
+    INT32_MIN,
     AccessDep,
     After,
     IsoDateTime,
@@ -21,6 +23,8 @@ from bulkops.api.deps import (
 from bulkops.api.download import content_disposition
 from bulkops.api.schemas import (
     CreateResult,
+    FixRowErrorSchema,
+    FixRowRequest,
     OperationSchema,
     PageSchema,
     RowErrorSchema,
@@ -31,6 +35,7 @@ from bulkops.api.schemas import (
     error_responses,
 )
 from bulkops.api.uploads import read_form
+from bulkops.errors import BadRequest
 from bulkops.service.queries import clamp_paging
 from bulkops.storage.records import OperationQuery
 from bulkops.storage.states import OperationStatus
@@ -48,7 +53,7 @@ _ERRORS = error_responses(404)
     status_code=201,
     response_model=CreateResult,
     responses={
-        **error_responses(400, 413, 415, 429),
+        **error_responses(400, 404, 413, 415, 429),
         422: {"model": ValidationResultSchema, "description": "Metadata is invalid"},
     },
 )
@@ -74,6 +79,8 @@ async def create_bulk(
             idempotency_key=request.headers.get("idempotency-key"),
             tenant=tenant,
             sheet=form.sheet,
+            dry_run=form.dry_run,
+            source_operation_id=form.source_operation_id,
         )
     finally:
         await raw.close()
@@ -193,7 +200,9 @@ async def get_bulk_errors(
         row_number=row_number,
         after=after,
     )
-    return RowPageSchema.of_rows(result, [RowErrorSchema.from_record(r) for r in result.items])
+    fixed = await runtime.queries.fixed_among(operation_id, result.items)
+    items = [RowErrorSchema.of(r, r.row_number in fixed) for r in result.items]
+    return RowPageSchema.of_rows(result, items)
 
 
 @router.get(
@@ -223,8 +232,51 @@ async def get_bulk_rows(
         step_name=step_name,
         after=after,
     )
-    items = [RowProgressSchema.of(r, definition) for r in result.items]
+    fixed = await runtime.queries.fixed_among(operation_id, result.items)
+    items = [RowProgressSchema.of(r, definition, r.row_number in fixed) for r in result.items]
     return RowPageSchema.of_rows(result, items)
+
+
+@router.patch(
+    "/{id}/rows/{rowNumber}",
+    operation_id="fixBulkRow",
+    response_model=RowErrorSchema,
+    response_model_exclude_none=True,
+    responses={
+        **error_responses(400, 404, 409),
+        422: {"model": FixRowErrorSchema, "description": "The new data is invalid"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": FixRowRequest.model_json_schema(by_alias=True)}
+            },
+        }
+    },
+)
+async def fix_bulk_row(
+    operation_id: OperationId,
+    row_number: Annotated[int, Path(alias="rowNumber", ge=INT32_MIN, le=INT32_MAX)],
+    request: Request,
+    runtime: RuntimeDep,
+) -> RowErrorSchema:
+    """Fix a Failed row of a finished operation that keeps row data: its new data (the
+    whole row, by the file's column names) is validated at once and used by the next
+    retry, which runs it again whatever it failed at. 422 with ``errors`` when the data
+    does not fit (nothing changed); 409 with the reason when the row cannot be fixed."""
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadRequest(_FIX_BODY) from None
+    data = body.get("rowData") if isinstance(body, dict) else None
+    if not isinstance(data, dict):
+        raise BadRequest(_FIX_BODY)
+    fixed = await runtime.fixes.fix(operation_id, row_number, data)
+    return RowErrorSchema.of(fixed, fixed=True)
+
+
+_FIX_BODY = 'Body must be JSON: {"rowData": {"column": "value", ...}}'
 
 
 @router.get(

@@ -122,7 +122,7 @@ def postgres_upsert(operation_id: UUID, rows: Sequence[RowRecord]) -> tuple[str,
 # parameters per row: the stored rows are exactly the same.
 _PLAIN_VALUES = {
     "state": f"'{RowState.COMPLETED.value}'",
-    "step_index": "0",
+    "step_index": "{index}",
     "retry_attempt": "0",
     "step_name": "{step}",
     "completed_at": "{stamp}",
@@ -131,17 +131,17 @@ _RANGE_SELECT = ", ".join(_PLAIN_VALUES.get(name, "NULL") for name in ROW_COLUMN
 SQLITE_RANGE_UPSERT = (
     "WITH RECURSIVE series(n) AS (SELECT ? UNION ALL SELECT n + 1 FROM series WHERE n < ?) "
     f"INSERT INTO row_records ({_COLUMN_LIST}) "
-    f"SELECT ?, n, {_RANGE_SELECT.format(step='?', stamp='?')} FROM series WHERE true "
+    f"SELECT ?, n, {_RANGE_SELECT.format(index='?', step='?', stamp='?')} FROM series WHERE true "
     f"{_CONFLICT}"
 )
 POSTGRES_RANGE_INSERT = (
     f"INSERT INTO row_records ({_COLUMN_LIST}) "
-    f"SELECT %s, n, {_RANGE_SELECT.format(step='%s', stamp='%s')} "
+    f"SELECT %s, n, {_RANGE_SELECT.format(index='%s::int4', step='%s', stamp='%s')} "
     "FROM generate_series(%s::int4, %s::int4) AS n"
 )
 POSTGRES_RANGE_UPSERT = f"{POSTGRES_RANGE_INSERT} {_CONFLICT}"
 
-Run = CompletedRun  # (first, last, step name, completed at)
+Run = CompletedRun  # (first, last, step name, completed at, step index)
 
 
 def _plain(row: RowRecord) -> bool:
@@ -174,7 +174,7 @@ def split_plain_runs(rows: Sequence[RowRecord]) -> tuple[list[Run], list[RowReco
             others.append(row)
             continue
         if runs:
-            first, last, step, at = runs[-1]
+            first, last, step, at, _ = runs[-1]
             if last + 1 == row.row_number and step == row.step_name and at == stamp:
                 runs[-1] = Run(first, row.row_number, step, at)
                 continue
@@ -220,6 +220,12 @@ class ListedSteps:
 def range_params(dialect_name: str, operation_id: UUID, runs: Sequence[Run]) -> list[Any]:
     """Driver parameters of the range upsert for each run."""
     if dialect_name == "postgresql":
-        return [(operation_id, step, aware(at), first, last) for first, last, step, at in runs]
+        return [
+            (operation_id, index, step, aware(at), first, last)
+            for first, last, step, at, index in runs
+        ]
     key = str(operation_id)
-    return [(first, last, key, step, sqlite_timestamp(at)) for first, last, step, at in runs]
+    return [
+        (first, last, key, index, step, sqlite_timestamp(at))
+        for first, last, step, at, index in runs
+    ]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import JSON
+from sqlalchemy import JSON, Boolean
 
 from bulkops.storage.records import (
     EventRecord,
@@ -26,7 +26,7 @@ from bulkops.storage.records import (
     StepState,
 )
 from bulkops.storage.sql.schema import events, operations, row_records
-from bulkops.storage.sql.types import EnumText, UtcDateTime
+from bulkops.storage.sql.types import EnumText, UtcDateTime, UuidType
 from bulkops.storage.states import ErrorType, RowState
 
 ROW_COLUMNS: tuple[str, ...] = tuple(column.name for column in row_records.columns)
@@ -46,6 +46,10 @@ _OPERATION_JSON = tuple(c.name for c in operations.columns if isinstance(c.type,
 _OPERATION_ENUMS = {
     c.name: c.type.enum_type for c in operations.columns if isinstance(c.type, EnumText)
 }
+_OPERATION_UUIDS = tuple(
+    c.name for c in operations.columns if isinstance(c.type, UuidType) and c.name != "id"
+)
+_OPERATION_BOOLEANS = tuple(c.name for c in operations.columns if isinstance(c.type, Boolean))
 
 Timestamp = Callable[[datetime | None], Any]
 
@@ -225,6 +229,12 @@ def decode_operation(values: Any) -> OperationRecord:
     for name in _OPERATION_JSON:
         if fields[name] is not None:
             fields[name] = _json(fields[name])
+    for name in _OPERATION_UUIDS:  # SQLite hands back text
+        value = fields[name]
+        if value is not None and not isinstance(value, UUID):
+            fields[name] = UUID(value)
+    for name in _OPERATION_BOOLEANS:  # SQLite hands back 0 and 1
+        fields[name] = bool(fields[name])
     return OperationRecord(**fields)
 
 

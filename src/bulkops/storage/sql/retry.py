@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
@@ -24,7 +24,7 @@ from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.events import insert_events
 from bulkops.storage.sql.operations import operation_from_row
 from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states, row_from_mapping
-from bulkops.storage.sql.schema import operations, retry_history, row_records
+from bulkops.storage.sql.schema import operations, retry_history, row_fixes, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
 _BATCH = 2_000  # rows read, reset and written at a time, inside the one transaction
@@ -48,11 +48,16 @@ async def _qualifying(
     conn: AsyncConnection, request: RetryRequest
 ) -> AsyncIterator[list[RowRecord]]:
     """The failed rows a retry resets, in batches by row number."""
-    r = row_records.c
+    r, f = row_records.c, row_fixes.c
+    fixed = (
+        select(f.row_number)
+        .where(f.operation_id == r.operation_id, f.row_number == r.row_number)
+        .exists()
+    )
     base: list[ColumnElement[bool]] = [
         r.operation_id == request.operation_id,
         *in_states((RowState.FAILED,)),
-        r.step_index.in_(request.allowed_steps),
+        or_(r.step_index.in_(request.allowed_steps), fixed),
     ]
     chunks: list[Sequence[int] | None] = [None]
     if request.row_numbers is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     ColumnElement,
     ForeignKey,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
     literal_column,
     text,
 )
@@ -73,6 +75,8 @@ operations = Table(
     Column("heartbeat_at", UtcDateTime(), nullable=True),
     Column("resume_count", Integer(), nullable=False, server_default="0"),
     Column("tenant", String(200), nullable=True),
+    Column("dry_run", Boolean(), nullable=False, server_default=false()),
+    Column("source_operation_id", UuidType(), nullable=True),
     # Claimable (Pending/Retrying, oldest first) and Running look-ups.
     Index("ix_operations_status_created_at", "status", "created_at"),
     Index("ix_operations_operation_name", "operation_name"),
@@ -157,6 +161,19 @@ completed_steps = Table(
     metadata,
     Column("operation_id", UuidType(), primary_key=True),
     Column("step_name", String(200), primary_key=True),
+)
+
+# The rows whose data a user replaced after they failed (a fix in place), with that data:
+# the flag ``fixed`` of their row items, and what an operation created from this one reads
+# for them instead of the file's record. Apart from ``row_records`` so that the engine's
+# row writes stay as they are.
+row_fixes = Table(
+    "row_fixes",
+    metadata,
+    Column("operation_id", UuidType(), primary_key=True),
+    Column("row_number", Integer(), primary_key=True),
+    Column("row_data", JsonType, nullable=False),
+    Column("fixed_at", UtcDateTime(), nullable=False),
 )
 
 events = Table(

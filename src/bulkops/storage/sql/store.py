@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from bulkops.storage.sql.chunks import ChunkMethods
 from bulkops.storage.sql.deliveries import DeliveryMethods
+from bulkops.storage.sql.fixes import FixMethods
 from bulkops.storage.sql.keys import RateLimitMethods
 from bulkops.storage.sql.operations import OperationMethods
 from bulkops.storage.sql.retry import RetryMethods
@@ -22,7 +23,13 @@ if TYPE_CHECKING:
 
 
 class SqlStore(
-    OperationMethods, RowMethods, RetryMethods, RateLimitMethods, ChunkMethods, DeliveryMethods
+    OperationMethods,
+    RowMethods,
+    FixMethods,
+    RetryMethods,
+    RateLimitMethods,
+    ChunkMethods,
+    DeliveryMethods,
 ):
     """Operations, their row records and retry rounds in SQLite or PostgreSQL.
 

@@ -1,11 +1,34 @@
 // The top of an operation's page: status, progress, counters, timings, metadata, the
-// original file, and cancel.
+// original file, cancel, and for a finished dry run "Run for real" (a create that reads the
+// dry run's file with its fixed rows' data).
 import { useEffect, useRef, useState } from "preact/hooks";
 import { post } from "../api.js";
 import { bytes, count, duration, time } from "../format.js";
 import { useAction } from "../hooks.js";
 import { html } from "../html.js";
+import { Link, navigate, paths } from "../router.js";
 import { DownloadButton, ErrorMessage, ProgressBar, StatusText, TERMINAL } from "../widgets.js";
+
+const RUNNABLE = new Set(["Completed", "CompletedWithErrors"]);
+
+function RunForReal({ op, readOnly }) {
+  const [run, state] = useAction(async () => {
+    const form = new FormData();
+    form.set("operationName", op.operationName);
+    form.set("metadata", JSON.stringify(op.metadata ?? {}));
+    form.set("sourceOperationId", op.id);
+    const created = await post("/api/bulks", { form });
+    navigate(paths.operation(created.operationId));
+    return created;
+  });
+  if (!op.dryRun || !RUNNABLE.has(op.status)) return null;
+  return html`<div class="run-for-real">
+    <p class="hint">Run the file for real with the rows you fixed here (same metadata).</p>
+    <button type="button" class="primary" disabled=${Boolean(readOnly) || state.busy} onClick=${() => run()}>
+      Run for real</button>
+    <${ErrorMessage} error=${state.error} prefix="Could not start the run" />
+  </div>`;
+}
 
 function Term({ name, children }) {
   return html`<div class="term"><dt>${name}</dt><dd>${children}</dd></div>`;
@@ -47,8 +70,11 @@ export function Summary({ op, readOnly, onChanged }) {
       Status: <${StatusText} status=${op.status} />
     </div>
     <${ProgressBar} processed=${op.processedRows} total=${op.totalRows} label="Progress" />
+    ${op.dryRun &&
+    html`<p class="alert alert-info"><span class="tag">Dry run</span> Every row is validated; nothing is processed.</p>`}
     ${op.errorMessage && html`<p class="alert alert-error">${op.errorMessage}</p>`}
     <${CancelControl} op=${op} readOnly=${readOnly} onChanged=${onChanged} />
+    <${RunForReal} op=${op} readOnly=${readOnly} />
     <h2 class="visually-hidden">Facts</h2>
     <dl class="facts">
       <${Term} name="Total rows">${count(op.totalRows)}<//>
@@ -64,6 +90,9 @@ export function Summary({ op, readOnly, onChanged }) {
       <${Term} name=${op.completedAt ? "Took" : "Running for"}>${duration(op.startedAt, op.completedAt)}<//>
       <${Term} name="Source">${op.source}<//>
       <${Term} name="File">${op.fileName} (${bytes(op.fileSize)})<//>
+      ${op.sourceOperationId &&
+      html`<${Term} name="Read from"><${Link} href=${paths.operation(op.sourceOperationId)}>
+        <span class="mono">${op.sourceOperationId}</span></${Link}> (with its fixed rows)<//>`}
     </dl>
     <${DownloadButton} path=${`/api/bulks/${op.id}/file`} label=${`Download original file ${op.fileName}`}>
       Download original file</${DownloadButton}>

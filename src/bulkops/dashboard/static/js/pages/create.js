@@ -1,6 +1,7 @@
 // New operation: pick an operation, fill its metadata, choose a file (mapping its columns
 // when they differ), optionally add webhooks, validate (POST /api/bulks/validate) and create.
-// Create always validates first, so problems show before anything is submitted.
+// Create validates first, so problems show before anything is submitted; a dry run is
+// created at once (it validates every row and reports every problem itself).
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { useAccess } from "../access.js";
 import { request } from "../api.js";
@@ -83,13 +84,14 @@ export function CreatePage({ route }) {
   const [file, setFile] = useState(null);
   const [mapping, setMapping] = useState({});
   const [recipients, setRecipients] = useState([]);
+  const [dryRun, setDryRun] = useState(false);
   const [outcome, setOutcome] = useState({ busy: "", result: null, error: null });
   const { header, error: headerError } = useFileHeader(file);
 
   const mappingShown = Boolean(op && header && needsMapping(header, op.fileColumns));
   useEffect(() => setMapping(op && header ? suggestMapping(header, op.fileColumns) : {}), [op, header]);
   // A new key whenever the submission changes; the same key if the very same one is resent.
-  const idempotencyKey = useMemo(randomKey, [name, file, values, createdBy, mapping, recipients]);
+  const idempotencyKey = useMemo(randomKey, [name, file, values, createdBy, mapping, recipients, dryRun]);
 
   const chooseOperation = (event) => {
     setValues({});
@@ -110,6 +112,11 @@ export function CreatePage({ route }) {
     return form;
   };
 
+  const withDryRun = (form) => {
+    if (dryRun) form.set("dryRun", "true");
+    return form;
+  };
+
   const run = async (create) => {
     if (!file) {
       setOutcome({ busy: "", result: null, error: new Error("Choose a file to upload.") });
@@ -117,13 +124,18 @@ export function CreatePage({ route }) {
     }
     setOutcome({ busy: create ? "Creating" : "Validating", result: null, error: null });
     try {
-      const checked = await request("POST", "/api/bulks/validate", { form: buildForm(), accept: [422] });
+      // A dry run reports every row's problems itself: only a plain create is held back by
+      // the problems validate finds (bad metadata still comes back as a 422 from create).
+      const checked =
+        create && dryRun
+          ? { body: { valid: true } }
+          : await request("POST", "/api/bulks/validate", { form: buildForm(), accept: [422] });
       if (!create || !checked.body.valid) {
         setOutcome({ busy: "", result: checked.body, error: null });
         return;
       }
       const created = await request("POST", "/api/bulks", {
-        form: buildForm(),
+        form: withDryRun(buildForm()),
         headers: { "Idempotency-Key": idempotencyKey },
         accept: [422],
       });
@@ -192,9 +204,20 @@ export function CreatePage({ route }) {
           <h2>4. Notifications <span class="hint">(optional)</span></h2>
           <${NotificationsEditor} recipients=${recipients} onChange=${setRecipients} />
         </div>
+        <div class="step">
+          <h2>5. Dry run <span class="hint">(optional)</span></h2>
+          <div class="field checkbox">
+            <label>
+              <input type="checkbox" id="dry-run" checked=${dryRun} aria-describedby="dry-run-hint"
+                onChange=${(e) => setDryRun(e.currentTarget.checked)} />
+              Dry run
+            </label>
+            <span class="hint" id="dry-run-hint">validate the metadata and every row and report every problem, but process nothing; fix the failed rows on its page, then run it for real</span>
+          </div>
+        </div>
         <div class="step actions">
           <button type="button" disabled=${blocked} onClick=${() => run(false)}>Validate</button>
-          <button type="submit" class="primary" disabled=${blocked}>Create operation</button>
+          <button type="submit" class="primary" disabled=${blocked}>${dryRun ? "Create dry run" : "Create operation"}</button>
           ${outcome.busy && html`<span role="status">${outcome.busy}…</span>`}
         </div>
         <${ErrorMessage} error=${outcome.error} />

@@ -1,0 +1,166 @@
+"""Fixing a failed row in place: its new data, validated at once, kept for the next retry
+and for operations created from this one."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import pydantic
+
+from bulkops.clock import utcnow
+from bulkops.definition.conversion import convert, error_lines
+from bulkops.definition.models import Row
+from bulkops.definition.operation import OperationDefinition
+from bulkops.definition.registry import Registry
+from bulkops.definition.row_context import RowScope, row_frame
+from bulkops.engine.invoke import error_text, invoke
+from bulkops.engine.resume import CELL_FORMATS, RowData
+from bulkops.errors import Conflict, NotFound, Unprocessable, ValidationError
+from bulkops.formats import FileFormat
+from bulkops.formats.base import RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY
+from bulkops.service.export import DATA_COLUMNS, FIXED_COLUMN
+from bulkops.storage.ports import OperationStore, RowStore
+from bulkops.storage.records import OperationRecord, RowRecord
+from bulkops.storage.states import RowState
+
+INVALID_DATA = "The row's new data is invalid; nothing was changed"
+_RAW_KEYS = frozenset({RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY})
+# The outcome columns a data export adds: a row of such an export sent back as a fix keeps
+# its file columns only.
+EXPORT_COLUMNS = frozenset({*DATA_COLUMNS, FIXED_COLUMN})
+
+
+class FixService:
+    """``PATCH /api/bulks/{id}/rows/{rowNumber}``: replace a failed row's data."""
+
+    def __init__(self, registry: Registry, operations: OperationStore, rows: RowStore) -> None:
+        self._registry = registry
+        self._operations = operations
+        self._rows = rows
+
+    async def fix(self, operation_id: UUID, row_number: int, row_data: dict[str, Any]) -> RowRecord:
+        """Validate ``row_data`` (the row's file columns by their file names, the whole row)
+        as the engine would (row model and ``validate_row``) and, when it passes, make it
+        the row's data and mark the row fixed. The row stays Failed with its error until a
+        retry runs it again. The outcome columns of a data export (``_rowNumber`` and the
+        like) are left out, so a row of such an export can be sent back as it is.
+
+        Raises:
+            NotFound: unknown operation or row.
+            Conflict: the operation does not keep row data, has not finished, or the row
+                did not fail (carries the reason).
+            Unprocessable: unknown or missing columns, or data that fails validation
+                (``errors``: one message each); nothing changed.
+        """
+        record = await self._operations.get(operation_id)
+        if record is None:
+            raise NotFound(f"Operation {operation_id} not found")
+        definition = self._definition(record)
+        row_data = {k: v for k, v in row_data.items() if k not in EXPORT_COLUMNS}
+        row = await self._rows.get_row(operation_id, row_number)
+        if row is None:
+            raise NotFound(f"Row {row_number} of operation {operation_id} not found")
+        if row.state is not RowState.FAILED:
+            raise _conflict(f"Row {row_number} is {row.state.value}; only Failed rows can be fixed")
+        errors = _column_errors(definition, record, row, row_data)
+        if not errors:
+            errors = await self._validate(
+                definition, record, row_number, row_data, row.retry_attempt
+            )
+        if errors:
+            raise Unprocessable(INVALID_DATA, errors=errors)
+        fixed = await self._rows.fix_row(operation_id, row_number, row_data, utcnow())
+        if fixed is None:  # retried or otherwise moved on since it was read
+            raise _conflict(f"Row {row_number} changed meanwhile and is no longer Failed")
+        return fixed
+
+    def _definition(self, record: OperationRecord) -> OperationDefinition:
+        definition = self._registry.get(record.operation_name)
+        if definition is None:
+            raise _conflict(f"Operation {record.operation_name!r} is not registered here")
+        if not definition.track_row_data:
+            raise _conflict(
+                f"Operation {definition.name!r} does not keep row data (TrackRowData is off), "
+                "so its rows cannot be fixed"
+            )
+        if not record.status.is_terminal:
+            raise _conflict(
+                f"Operation is {record.status.value}; rows can be fixed once it has finished"
+            )
+        return definition
+
+    async def _validate(
+        self,
+        definition: OperationDefinition,
+        record: OperationRecord,
+        row_number: int,
+        row_data: dict[str, Any],
+        retry_attempt: int,
+    ) -> list[str]:
+        cells = FileFormat(record.file_format) in CELL_FORMATS
+        data = RowData(definition, drop_empty=cells, column_map=record.column_map)
+        raw = data.raw(row_number, row_data)
+        try:
+            row = definition.row_model.model_validate(raw.values)
+        except pydantic.ValidationError as exc:
+            return error_lines(exc)
+        if not definition.overrides_validate_row:
+            return []
+        try:  # stored as the model validated them at create
+            metadata = convert(definition.metadata_model, record.metadata)
+        except ValidationError as exc:
+            raise _conflict(f"The operation's metadata are invalid: {exc}") from None
+        instance = definition.instantiate()
+        # current_row() in validate_row tells this row, as when the engine validates it.
+        scope = RowScope(record.id, definition.name, record.created_by)
+        row_id = _row_id(row)
+        token = row_frame.set((scope, row_number, row_id, None, -1, 1, retry_attempt))
+        try:
+            await invoke(instance.validate_row, row, metadata)
+        except ValidationError as exc:
+            return [str(exc)]
+        except Exception as exc:
+            return [error_text(exc)]
+        finally:
+            row_frame.reset(token)
+        return []
+
+
+def _row_id(row: Row) -> str | None:
+    try:
+        value = row.row_id()
+    except Exception:  # a broken row_id() must not fail the fix
+        return None
+    return None if value is None else str(value)
+
+
+def _conflict(reason: str) -> Conflict:
+    return Conflict(f"Cannot fix the row: {reason}", reason=reason)
+
+
+def _fold(name: str) -> str:
+    return name.strip().casefold()
+
+
+def _column_errors(
+    definition: OperationDefinition,
+    record: OperationRecord,
+    row: RowRecord,
+    row_data: dict[str, Any],
+) -> list[str]:
+    """Columns the new data names that the row cannot have, and required ones it lacks.
+
+    A row's columns are the model's, by their file names (through the operation's column
+    map), and any other column its file had (kept in its data, ignored by the model).
+    """
+    file_name = {model: file for file, model in (record.column_map or {}).items()}
+    known = {_fold(file_name.get(column, column)) for column in definition.columns}
+    known.update(_fold(key) for key in (row.row_data or {}) if key not in _RAW_KEYS)
+    given = {_fold(key) for key in row_data}
+    errors = [f"{key}: unknown column" for key in row_data if _fold(key) not in known]
+    for column in definition.required_columns:
+        name = file_name.get(column, column)
+        if _fold(name) not in given:
+            errors.append(f"{name}: required column missing")
+    return errors
