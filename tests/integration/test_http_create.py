@@ -56,9 +56,9 @@ async def test_created_by_and_operation_name_case(client: httpx.AsyncClient) -> 
         ({}, ("a.csv", b"x"), 400, "operationName"),
         ({"operationName": "record"}, ("a.csv", b""), 400, "empty"),
         ({"operationName": "record"}, ("a.pdf", b"%PDF"), 415, "Unsupported file type"),
-        ({"operationName": "record"}, ("a.xlsx", b"PK"), 400, "not a readable XLSX workbook"),
+        ({"operationName": "record"}, ("a.xlsx", b"PK"), 422, "not a readable XLSX workbook"),
         ({"operationName": "record"}, ("a.xlsx.gz", b"x"), 415, "XLSX"),
-        ({"operationName": "record", "sheet": "S"}, ("a.csv", GOOD_CSV.encode()), 400, "sheet"),
+        ({"operationName": "record", "sheet": "S"}, ("a.csv", GOOD_CSV.encode()), 422, "sheet"),
         (
             {"operationName": "record", "notifications": "{not json"},
             ("a.csv", GOOD_CSV.encode()),

@@ -115,8 +115,9 @@ async def test_a_broken_workbook_is_a_file_error(client: httpx.AsyncClient) -> N
     [error] = checked.json()["fileErrors"]
     assert error.startswith("The file is not a readable XLSX workbook")
     created = await client.post("/api/bulks", data=form, files=files)
-    assert created.status_code == 400
+    assert created.status_code == 422
     assert created.json()["error"].startswith("The file is not a readable XLSX workbook")
+    assert created.json()["fileErrors"] == [created.json()["error"]]
 
 
 async def test_the_content_type_alone_names_an_xlsx_file(client: httpx.AsyncClient) -> None:

@@ -36,7 +36,7 @@ JsonObject = dict[str, Any]
 SECURITY_SCHEME = "bearerAuth"
 FILE_MEDIA_TYPES = (
     "text/csv, application/json, application/x-ndjson, "
-    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, application/gzip"
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 )
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}

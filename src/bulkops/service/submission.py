@@ -172,15 +172,15 @@ class SubmissionService:
         if sheet is None or not sheet.strip():
             return None
         if fmt is not FileFormat.XLSX:
-            raise BadRequest(f"The sheet field applies to XLSX files only, not to {fmt.value}")
+            raise _invalid_file(f"The sheet field applies to XLSX files only, not to {fmt.value}")
         return sheet
 
     async def _workbook_sheet(self, file_id: str, sheet: str | None) -> str:
         """The stored workbook's worksheet that ``sheet`` names (its first: None).
 
         Raises:
-            BadRequest: the sheet is not in the workbook (naming its sheets), or the file
-                is not a readable workbook.
+            BadRequest: the sheet is not in the workbook (naming its sheets).
+            Unprocessable: the file is not a readable workbook (a file error).
         """
         async with self._files.local_path(file_id) as path:
             try:
@@ -188,7 +188,7 @@ class SubmissionService:
             except UnknownSheet as exc:
                 raise BadRequest(str(exc), sheets=exc.names) from None
             except FileFormatError as exc:
-                raise BadRequest(str(exc)) from None
+                raise _invalid_file(str(exc)) from None
 
     def _metadata(self, definition: OperationDefinition, text: str | None) -> Metadata:
         try:
