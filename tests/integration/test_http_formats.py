@@ -305,3 +305,22 @@ async def test_cells_read_as_csv_cells_would(client: httpx.AsyncClient) -> None:
     assert found[1] == {"name": "Ada", "email": "ada@example.com", "age": "3"}
     assert found[2] == {"name": "2024-01-05", "email": "b@example.com", "age": "true"}
     assert found[3] == {"name": "2024-01-05T10:30:00", "email": "c@example.com", "age": "2.5"}
+
+
+@pytest.mark.parametrize(
+    ("file_name", "content_type"),
+    [("rows.csv.gz", "text/csv"), ("rows.csv", "application/gzip")],
+)
+async def test_a_plain_file_declared_gzip_is_a_file_error(
+    client: httpx.AsyncClient, file_name: str, content_type: str
+) -> None:
+    form = {"operationName": "record", "metadata": '{"requestedBy": "x"}'}
+    files = {"file": (file_name, CSV.encode(), content_type)}
+    checked = await client.post("/api/bulks/validate", data=form, files=files)
+    assert checked.status_code == 422
+    assert checked.json()["fileErrors"][0].startswith("The file is not a valid gzip stream")
+    created = await client.post("/api/bulks", data=form, files=files)
+    assert created.status_code == 422
+    assert created.json()["error"].startswith("The file is not a valid gzip stream")
+    listed = await client.get("/api/bulks")
+    assert listed.json()["totalCount"] == 0

@@ -33,7 +33,7 @@ from bulkops.errors import (
     UnsupportedMediaType,
 )
 from bulkops.formats import FileFormat, detect_format
-from bulkops.formats.base import is_compressed
+from bulkops.formats.base import GZIP_MAGIC, corrupt_gzip_message, is_compressed
 from bulkops.formats.xlsx import UnknownSheet, check_sheet
 from bulkops.service.columns import parse_column_map
 from bulkops.service.idempotency import Fingerprint, check_key
@@ -222,6 +222,14 @@ class SubmissionService:
             if chunk:
                 yield chunk
 
+    def _stream(self, upload: Upload) -> AsyncIterator[bytes]:
+        """The upload's bytes within the limit; one its name or type says is gzip must
+        start as gzip does (a plain file named ``.gz`` would otherwise be read as plain)."""
+        limited = self._limited(upload.chunks)
+        if is_compressed(upload.file_name, upload.content_type):
+            return _gzip_only(limited)
+        return limited
+
     async def create(
         self,
         *,
@@ -382,7 +390,7 @@ class SubmissionService:
         if isinstance(checked, OperationRecord):
             stored = StoredFile(checked.file_id, checked.file_size)
             return stored, checked.file_name, checked.file_format, stored_sheet(checked)
-        chunks = content.fingerprint.through(self._limited(checked.upload.chunks))
+        chunks = content.fingerprint.through(self._stream(checked.upload))
         stored = await self._files.put(chunks)
         if stored.size == 0:
             await self._files.delete(stored.file_id)
@@ -488,7 +496,7 @@ class SubmissionService:
             except Exception as exc:
                 result.metadata_errors.append(error_text(exc))
         if not result.file_errors:  # a misfit column map makes the file's check moot
-            async with self._spooled(checked_upload.chunks) as path:
+            async with self._spooled(self._stream(checked_upload)) as path:
                 checked = await check_file(definition, path, fmt, parsed, columns, sheet)
             result.file_errors.extend(checked.errors)
             result.suggested_column_map = checked.suggested_column_map or None
@@ -501,11 +509,27 @@ class SubmissionService:
         path = Path(name)
         try:
             with os.fdopen(handle, "wb") as out:
-                async for chunk in self._limited(chunks):
+                async for chunk in chunks:
                     out.write(chunk)
             yield path
         finally:
             path.unlink(missing_ok=True)
+
+
+async def _gzip_only(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """``chunks`` as they are, refused (a file error) unless they start with gzip's magic."""
+    head: bytes | None = b""
+    async for chunk in chunks:
+        if head is not None:
+            head += chunk
+            if len(head) < len(GZIP_MAGIC):
+                continue
+            if not head.startswith(GZIP_MAGIC):
+                raise _invalid_file(corrupt_gzip_message("it does not start as gzip does"))
+            chunk, head = head, None
+        yield chunk
+    if head:
+        raise _invalid_file(corrupt_gzip_message("it is too short"))
 
 
 def _key_owner(record: OperationRecord) -> str:
