@@ -24,10 +24,12 @@ from bulkops.formats import FileFormat, RowCount, count_chunks
 from bulkops.observability.metrics import Metrics
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
+from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
     ChunkStore,
     EventStore,
     FileStore,
+    Liveness,
     OperationStore,
     RateLimitStore,
     RowStore,
@@ -76,6 +78,7 @@ class Stores:
     limits: RateLimitStore
     chunks: ChunkStore
     wakeups: WakeUps = field(default_factory=NoWakeUps)
+    liveness: Liveness = field(default_factory=NoLiveness)
 
 
 class Processor:

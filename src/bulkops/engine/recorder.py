@@ -12,6 +12,7 @@ from typing import Any
 from bulkops.clock import utcnow
 from bulkops.definition.operation import PROCESS_STEP
 from bulkops.engine.persistence import StorageRetry
+from bulkops.errors import StorageUnavailable
 from bulkops.observability.metrics import Metrics
 from bulkops.storage.lifecycle import row_failed_event
 from bulkops.storage.ports import RowStore
@@ -37,18 +38,22 @@ class RowRecorder:
     """Collects finished rows; a writer task stores them with their counter increments and
     RowFailed events, one transaction per batch.
 
-    A batch is written when ``flush_rows`` records are buffered or, on a timer,
-    ``flush_interval`` seconds after the last write: a row a signal completed is stored
-    within one interval even when every other row is waiting. Writes overlap the
-    processing of the next rows: the buffer is emptied when a write begins, and refills
-    meanwhile. When storage is slow or unreachable it fills up to twice ``flush_rows``
-    records (or ``RUN_ROOM`` times ``flush_rows`` rows, when most are plain completions
-    held as runs of row numbers) and ``wait_room`` holds the producer (reading stops,
-    memory stays bounded: the buffer and the batch in flight) while the write is retried.
+    The writer writes whatever is buffered as soon as its previous write is done (group
+    commit): a finished row waits at most for the write in flight before its own begins,
+    so a crash of the process loses the rows that finished during one write, not a batch
+    of ``flush_rows``. Batches grow on their own when rows finish faster than writes take.
+    Writes overlap the processing of the next rows: the buffer is emptied when a write
+    begins, and refills meanwhile. When storage is slow it fills up to twice
+    ``flush_rows`` records (or ``RUN_ROOM`` times ``flush_rows`` rows, when most are plain
+    completions held as runs of row numbers) and ``wait_room`` holds the producer (reading
+    stops, memory stays bounded: the buffer and the batch in flight). While a write fails
+    because storage is unreachable the producer is held at once: no row starts whose
+    outcome could not be stored, so an outage that outlasts the holder's lease costs at
+    most the rows that were running when it began.
 
     Each write reports the operation's stored status to ``on_status`` (None when this
     worker no longer holds the operation), so a cancellation recorded by another process is
-    seen within one flush interval.
+    seen at the next write.
     """
 
     def __init__(
@@ -58,7 +63,6 @@ class RowRecorder:
         *,
         fence: Fence,
         flush_rows: int,
-        flush_interval: float,
         retry: StorageRetry,
         on_status: Callable[[OperationStatus | None], None],
         on_failure: Callable[[BaseException], None],
@@ -74,7 +78,6 @@ class RowRecorder:
         self._fence = fence
         self.failed_written = 0  # failed rows this recorder has stored
         self._flush_rows = flush_rows
-        self._flush_interval = flush_interval
         self._retry = retry
         self._on_status = on_status
         self._on_failure = on_failure
@@ -86,6 +89,7 @@ class RowRecorder:
         self._room = asyncio.Event()
         self._room.set()
         self._closing = False
+        self._stalled = False  # the write in flight met an unreachable storage
         self._writer: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -103,10 +107,10 @@ class RowRecorder:
         buffer = self._buffer
         buffer.append(record)
         size = len(buffer) + self._run_rows
-        if size >= self._flush_rows:
-            self._wake.set()
-            if not self._has_room():
-                self._room.clear()
+        if size == 1:
+            self._wake.set()  # the writer waits only on an empty buffer
+        if size >= self._flush_rows and not self._has_room():
+            self._room.clear()
 
     def add_completed(self, number: int, at: datetime) -> None:
         """Buffer row ``number``, completed at its one step at ``at`` with nothing else to
@@ -122,10 +126,10 @@ class RowRecorder:
             runs.append([number, number, at])
         self._run_rows += 1
         size = len(self._buffer) + self._run_rows
-        if size >= self._flush_rows:
-            self._wake.set()
-            if not self._has_room():
-                self._room.clear()
+        if size == 1:
+            self._wake.set()  # the writer waits only on an empty buffer
+        if size >= self._flush_rows and not self._has_room():
+            self._room.clear()
 
     def add_run(self, first: int, last: int, at: datetime) -> None:
         """Buffer rows ``first`` to ``last``, each completed at ``at`` as
@@ -136,16 +140,17 @@ class RowRecorder:
         else:
             runs.append([first, last, at])
         self._run_rows += last - first + 1
-        if len(self._buffer) + self._run_rows >= self._flush_rows:
-            self._wake.set()
-            if not self._has_room():
-                self._room.clear()
+        self._wake.set()
+        if len(self._buffer) + self._run_rows >= self._flush_rows and not self._has_room():
+            self._room.clear()
 
     def _has_room(self) -> bool:
-        """Below twice ``flush_rows`` records and ``RUN_ROOM`` times ``flush_rows`` rows."""
+        """Below twice ``flush_rows`` records and ``RUN_ROOM`` times ``flush_rows`` rows,
+        and storage answering."""
         buffered = len(self._buffer)
         return (
-            buffered < 2 * self._flush_rows
+            not self._stalled
+            and buffered < 2 * self._flush_rows
             and buffered + self._run_rows < RUN_ROOM * self._flush_rows
         )
 
@@ -186,22 +191,35 @@ class RowRecorder:
 
     async def _write_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._flush_interval)
-            self._wake.clear()
-            closing = self._closing
-            while self._buffer or self._runs:
-                batch = self._buffer[: 2 * self._flush_rows]
-                del self._buffer[: len(batch)]
-                runs, counted = self._runs, self._run_rows
-                self._runs, self._run_rows = [], 0
-                if self._has_room():
-                    self._room.set()  # the producer refills the buffer during the write
-                await self._write(batch, runs, counted)
-                if not closing:
-                    break
-            if closing:
-                return
+            if not (self._buffer or self._runs):
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()  # the first row buffered (or close) wakes it
+                continue
+            batch = self._buffer[: 2 * self._flush_rows]
+            del self._buffer[: len(batch)]
+            runs, counted = self._runs, self._run_rows
+            self._runs, self._run_rows = [], 0
+            if self._has_room():
+                self._room.set()  # the producer refills the buffer during the write
+            await self._write(batch, runs, counted)
+
+    async def _save(self, *args: Any, **kwargs: Any) -> OperationStatus | None:
+        """One try of the write; an unreachable storage holds the producer until a try
+        succeeds."""
+        try:
+            status = await self._rows.save(*args, **kwargs)
+        except StorageUnavailable:
+            if not self._stalled:
+                self._stalled = True
+                self._room.clear()
+            raise
+        if self._stalled:
+            self._stalled = False
+            if self._has_room():
+                self._room.set()
+        return status
 
     async def _write(self, batch: list[RowRecord], runs: list[list[Any]], counted: int) -> None:
         delta, failures = self._tally(batch)
@@ -212,7 +230,7 @@ class RowRecorder:
         # A cancellation of this task must not tear a write whose batch left the buffer.
         status = await asyncio.shield(
             self._retry.call(
-                self._rows.save,
+                self._save,
                 self._operation.id,
                 batch,
                 delta,

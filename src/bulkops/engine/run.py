@@ -110,7 +110,6 @@ class Run:
             self._stores.rows,
             fence=Fence(held.worker_id, held.chunk),
             flush_rows=self._config.flush_rows,
-            flush_interval=self._config.flush_interval,
             retry=self._retry,
             on_status=self._stored_status,
             on_failure=lambda _: self.stop(StopReason.STORAGE),
