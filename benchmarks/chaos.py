@@ -111,7 +111,8 @@ class PrivateServer:
         options = (
             f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            "-c max_connections=300"
+            "-c max_connections=300 -c log_lock_waits=on -c deadlock_timeout=200ms "
+            "-c log_min_duration_statement=300"
         )
         log = str(self.directory / "server.log")
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
@@ -523,7 +524,7 @@ def run_chaos(seed: int, seconds: float, **options: Any) -> Outcome:
     except BaseException:
         print(f"chaos run {seed} failed; its logs are kept in {directory}", file=sys.stderr)
         raise
-    if not os.environ.get("BULKOPS_CHAOS_KEEP"):
+    if not os.environ.get("CHAOS_KEEP_LOGS"):
         shutil.rmtree(directory, ignore_errors=True)
     return outcome
 

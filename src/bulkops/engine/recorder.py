@@ -32,6 +32,10 @@ from bulkops.storage.states import OperationStatus, RowState
 # for a transaction every ~1,400 rows; at eight times it runs on (scenario 1: 113k to
 # 126-132k rows/s).
 RUN_ROOM = 8
+# A write in flight longer than this is slow: the producer then waits for it while
+# ``hold_after`` rows (MaxRowConcurrency) are not stored, so a crash during a slow write (a
+# loaded or locked database) loses about the rows in flight, not all that ran meanwhile.
+SLOW_WRITE = 0.01
 
 
 class RowRecorder:
@@ -64,6 +68,7 @@ class RowRecorder:
         fence: Fence,
         flush_rows: int,
         retry: StorageRetry,
+        hold_after: int = 0,
         on_status: Callable[[OperationStatus | None], None],
         on_failure: Callable[[BaseException], None],
         metrics: Metrics | None = None,
@@ -90,6 +95,9 @@ class RowRecorder:
         self._room.set()
         self._closing = False
         self._stalled = False  # the write in flight met an unreachable storage
+        self._hold_after = hold_after  # rows buffered behind a slow write (0: no limit)
+        self._slow = False  # the write in flight is slow
+        self._in_write = 0  # rows of the write in flight
         self._writer: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -109,7 +117,7 @@ class RowRecorder:
         size = len(buffer) + self._run_rows
         if size == 1:
             self._wake.set()  # the writer waits only on an empty buffer
-        if size >= self._flush_rows and not self._has_room():
+        if (size >= self._flush_rows or self._slow) and not self._has_room():
             self._room.clear()
 
     def add_completed(self, number: int, at: datetime) -> None:
@@ -128,7 +136,7 @@ class RowRecorder:
         size = len(self._buffer) + self._run_rows
         if size == 1:
             self._wake.set()  # the writer waits only on an empty buffer
-        if size >= self._flush_rows and not self._has_room():
+        if (size >= self._flush_rows or self._slow) and not self._has_room():
             self._room.clear()
 
     def add_run(self, first: int, last: int, at: datetime) -> None:
@@ -141,18 +149,27 @@ class RowRecorder:
             runs.append([first, last, at])
         self._run_rows += last - first + 1
         self._wake.set()
-        if len(self._buffer) + self._run_rows >= self._flush_rows and not self._has_room():
+        size = len(self._buffer) + self._run_rows
+        if (size >= self._flush_rows or self._slow) and not self._has_room():
             self._room.clear()
 
     def _has_room(self) -> bool:
         """Below twice ``flush_rows`` records and ``RUN_ROOM`` times ``flush_rows`` rows,
-        and storage answering."""
+        storage answering, and below ``hold_after`` rows unstored during a slow write."""
         buffered = len(self._buffer)
+        rows = buffered + self._run_rows
         return (
             not self._stalled
             and buffered < 2 * self._flush_rows
-            and buffered + self._run_rows < RUN_ROOM * self._flush_rows
+            and rows < RUN_ROOM * self._flush_rows
+            and not (self._slow and rows + self._in_write >= self._hold_after)
         )
+
+    def _overdue(self) -> None:
+        """The write in flight is slow: hold the producer once enough rows wait."""
+        self._slow = True
+        if not self._has_room():
+            self._room.clear()
 
     @property
     def full(self) -> bool:
@@ -203,7 +220,17 @@ class RowRecorder:
             self._runs, self._run_rows = [], 0
             if self._has_room():
                 self._room.set()  # the producer refills the buffer during the write
-            await self._write(batch, runs, counted)
+            timer, self._in_write = None, len(batch) + counted
+            if self._hold_after:
+                timer = asyncio.get_running_loop().call_later(SLOW_WRITE, self._overdue)
+            try:
+                await self._write(batch, runs, counted)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                self._slow, self._in_write = False, 0
+            if self._has_room():
+                self._room.set()
 
     async def _save(self, *args: Any, **kwargs: Any) -> OperationStatus | None:
         """One try of the write; an unreachable storage holds the producer until a try

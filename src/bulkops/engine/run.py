@@ -111,6 +111,7 @@ class Run:
             fence=Fence(held.worker_id, held.chunk),
             flush_rows=self._config.flush_rows,
             retry=self._retry,
+            hold_after=limit,
             on_status=self._stored_status,
             on_failure=lambda _: self.stop(StopReason.STORAGE),
             metrics=processor.metrics,
