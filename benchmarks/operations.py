@@ -109,7 +109,7 @@ TWO_STEP_SLEEP = 0.005  # seconds each step of bench-two-steps sleeps
 
 @bo.operation(BENCH_TWO_STEPS, description="Two steps that each sleep 5 ms")
 class BenchTwoSteps(bo.PipelineOperation[BenchMeta, BenchRow]):
-    """Scenario 15: a row spends 10 ms asleep, so the ideal is concurrency / 0.01 s rows/s,
+    """Scenario 17: a row spends 10 ms asleep, so the ideal is concurrency / 0.01 s rows/s,
     whether its outcome is stored in batches or as it finishes (``BULKOPS_FLUSH_ROWS=1``)."""
 
     @bo.step("First", order=1)

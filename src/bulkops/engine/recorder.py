@@ -47,13 +47,14 @@ class RowRecorder:
     so a crash of the process loses the rows that finished during one write, not a batch
     of ``flush_rows``. Batches grow on their own when rows finish faster than writes take.
     Writes overlap the processing of the next rows: the buffer is emptied when a write
-    begins, and refills meanwhile. When storage is slow it fills up to twice
-    ``flush_rows`` records (or ``RUN_ROOM`` times ``flush_rows`` rows, when most are plain
-    completions held as runs of row numbers) and ``wait_room`` holds the producer (reading
-    stops, memory stays bounded: the buffer and the batch in flight). While a write fails
-    because storage is unreachable the producer is held at once: no row starts whose
-    outcome could not be stored, so an outage that outlasts the holder's lease costs at
-    most the rows that were running when it began.
+    begins, and refills meanwhile. The buffer holds up to twice ``flush_rows`` records
+    (twice ``hold_after`` when that is more; or ``RUN_ROOM`` times ``flush_rows`` rows, when
+    most are plain completions held as runs of row numbers); beyond, ``wait_room`` holds
+    the producer (reading stops, memory stays bounded: the buffer and the batch in
+    flight). A write slower than ``SLOW_WRITE`` holds it once ``hold_after`` rows are not
+    stored, and a write that fails because storage is unreachable holds it at once: no row
+    starts whose outcome could not be stored, so a crash or an outage that outlasts the
+    holder's lease costs about the rows that were running, not all that ran meanwhile.
 
     Each write reports the operation's stored status to ``on_status`` (None when this
     worker no longer holds the operation), so a cancellation recorded by another process is
@@ -96,6 +97,9 @@ class RowRecorder:
         self._closing = False
         self._stalled = False  # the write in flight met an unreachable storage
         self._hold_after = hold_after  # rows buffered behind a slow write (0: no limit)
+        # Rows that finish together are written together, whatever ``flush_rows``: at 1 a
+        # write of two would hold the producer at each commit's latency.
+        self._records_room = 2 * max(flush_rows, hold_after)
         self._slow = False  # the write in flight is slow
         self._in_write = 0  # rows of the write in flight
         self._writer: asyncio.Task[None] | None = None
@@ -154,13 +158,13 @@ class RowRecorder:
             self._room.clear()
 
     def _has_room(self) -> bool:
-        """Below twice ``flush_rows`` records and ``RUN_ROOM`` times ``flush_rows`` rows,
+        """Below the records' room and ``RUN_ROOM`` times ``flush_rows`` rows,
         storage answering, and below ``hold_after`` rows unstored during a slow write."""
         buffered = len(self._buffer)
         rows = buffered + self._run_rows
         return (
             not self._stalled
-            and buffered < 2 * self._flush_rows
+            and buffered < self._records_room
             and rows < RUN_ROOM * self._flush_rows
             and not (self._slow and rows + self._in_write >= self._hold_after)
         )
@@ -214,7 +218,7 @@ class RowRecorder:
                 self._wake.clear()
                 await self._wake.wait()  # the first row buffered (or close) wakes it
                 continue
-            batch = self._buffer[: 2 * self._flush_rows]
+            batch = self._buffer[: self._records_room]
             del self._buffer[: len(batch)]
             runs, counted = self._runs, self._run_rows
             self._runs, self._run_rows = [], 0
