@@ -349,6 +349,7 @@ class Chaos:
         a worker that starts while the database is down stops with an error)."""
         for worker in list(self._workers):
             if worker.popen.poll() is not None:
+                worker.stop()  # closes its log
                 self._workers.remove(worker)
                 self._start_worker()
 
