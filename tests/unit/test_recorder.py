@@ -56,7 +56,7 @@ class HeldStore:
 
 
 def recorder(
-    store: HeldStore, retry: StorageRetry | None = None
+    store: HeldStore, retry: StorageRetry | None = None, hold_after: int = 0
 ) -> tuple[RowRecorder, OperationRecord]:
     operation = OperationRecord(
         id=uuid.uuid4(),
@@ -77,6 +77,7 @@ def recorder(
         fence=Fence("w"),
         flush_rows=FLUSH,
         retry=retry or StorageRetry(0),
+        hold_after=hold_after,
         on_status=lambda _: None,
         on_failure=lambda exc: None,
     )
@@ -243,3 +244,23 @@ async def test_an_unreachable_storage_holds_the_producer_at_once() -> None:
         assert not rows.full
         await rows.close()
     assert store.writes == [(1, 0)]
+
+
+async def test_a_slow_write_holds_the_producer_once_hold_after_rows_are_unstored() -> None:
+    store = HeldStore()
+    rows, operation = recorder(store, hold_after=3)  # MaxRowConcurrency 3
+    async with started(rows, store):
+        rows.add(record(operation, 1))
+        await asyncio.wait_for(store.entered.wait(), 5)  # row 1's write is in flight
+        number = 1
+        while not rows.full:  # a row finishes every few ms while the write hangs
+            number += 1
+            rows.add(record(operation, number))
+            await asyncio.sleep(0.005)
+        # Held once 3 rows were unstored (the one in flight and those behind it), far below
+        # the room of a quick write (twice flush_rows).
+        assert 3 <= number < 2 * FLUSH
+        store.gate.set()
+        await asyncio.wait_for(rows.wait_room(), 5)
+        await rows.close()
+    assert store.writes[0] == (1, 0)
