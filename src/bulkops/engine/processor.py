@@ -217,6 +217,8 @@ class OperationRun(Run):
             StopReason.CANCELLED,
             StopReason.LOST,
         ):
+            if ending.stop_reason is not None:
+                log.info("Left operation %s: %s", self.record.id, ending.stop_reason.value)
             return  # split, cancelled or taken over: the stored status stands
         now, me = utcnow(), self._config.worker_id
         counts = await self._retry.call(self._stores.operations.counts, self.record.id)
