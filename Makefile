@@ -43,6 +43,15 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.run --quick
 
+# The chaos run (benchmarks/chaos.py): a private PostgreSQL server, an API process and three
+# workers under 40 s of compound faults per seed (workers killed, every connection cut, the
+# database restarted), then the invariants checked; several seeds, each fault kind at least
+# twice. `tests/e2e/test_chaos.py` runs a 25 s one in the test suite.
+.PHONY: chaos
+
+chaos: $(STAMP)
+	$(BIN)/python -m benchmarks.chaos --seconds 40 --seeds 1,2,3
+
 # The dashboard screenshots in the README, retaken by the browser tests (Debian's chromium).
 .PHONY: screenshots
 

@@ -101,3 +101,23 @@ class BenchBatch(bo.BatchOperation[BenchMeta, BenchRow]):
 
     async def process_batch(self, rows: list[BenchRow], metadata: BenchMeta) -> None:
         """Nothing to do: every row of the batch succeeded."""
+
+
+BENCH_TWO_STEPS = "bench-two-steps"
+TWO_STEP_SLEEP = 0.005  # seconds each step of bench-two-steps sleeps
+
+
+@bo.operation(BENCH_TWO_STEPS, description="Two steps that each sleep 5 ms")
+class BenchTwoSteps(bo.PipelineOperation[BenchMeta, BenchRow]):
+    """Scenario 17: a row spends 10 ms asleep, so the ideal is concurrency / 0.01 s rows/s,
+    whether its outcome is stored in batches or as it finishes (``BULKOPS_FLUSH_ROWS=1``)."""
+
+    @bo.step("First", order=1)
+    async def first(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Sleep like an I/O call."""
+        await asyncio.sleep(TWO_STEP_SLEEP)
+
+    @bo.step("Second", order=2)
+    async def second(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Sleep like an I/O call."""
+        await asyncio.sleep(TWO_STEP_SLEEP)

@@ -15,6 +15,7 @@ import httpx
 from benchmarks import load, signalling
 from benchmarks.client import Run, download_export, run_to_end, upload
 from benchmarks.context import Context, Sizes, data_dir
+from benchmarks.durability import compound_faults, flush_each_row
 from benchmarks.gateway import gateway_overhead
 from benchmarks.operations import (
     BATCH_SIZE,
@@ -525,5 +526,17 @@ SCENARIOS: tuple[Scenario, ...] = (
         "Dry run of the {rows}-row CSV (every row validated, nothing run)",
         ">= 0.6 x reference",
         dry_run_throughput,
+    ),
+    Scenario(
+        17,
+        "Two 5 ms steps at concurrency 10, batched and with BULKOPS_FLUSH_ROWS=1",
+        ">= 50% of 1,000 rows/s with FLUSH_ROWS=1 (SQLite and PostgreSQL)",
+        flush_each_row,
+    ),
+    Scenario(
+        18,
+        "Compound faults: workers killed, connections cut, database restarted",
+        "repeats of one fault <= 2 x workers x MaxRowConcurrency",
+        compound_faults,
     ),
 )

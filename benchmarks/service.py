@@ -58,13 +58,19 @@ class Service:
     """
 
     def __init__(
-        self, data_dir: Path, *, max_row_concurrency: int = 1, command: list[str] | None = None
+        self,
+        data_dir: Path,
+        *,
+        max_row_concurrency: int = 1,
+        command: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self._command = command or [sys.executable, "-m", "bulkops", "serve"]
         self._env = service_env(data_dir, self.port, max_row_concurrency)
+        self._env.update(env or {})
         self._log_path = data_dir / "service.log"
         self._popen: subprocess.Popen[bytes] | None = None
 

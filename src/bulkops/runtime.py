@@ -36,10 +36,12 @@ from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
+from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
     ChunkStore,
     DeliveryStore,
     EventStore,
+    Liveness,
     OperationStore,
     RateLimitStore,
     RetryStore,
@@ -121,6 +123,7 @@ class Runtime:
         deliveries: DeliveryStore
         events: EventStore
         wakeups: WakeUps = NoWakeUps()
+        liveness: Liveness = NoLiveness()
         if url.startswith(MEMORY_URL):
             from bulkops.storage.memory import MemoryEventStore, MemoryStore
 
@@ -151,9 +154,15 @@ class Runtime:
             operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
             deliveries = sql
             if not database.is_sqlite:
+                from bulkops.storage.sql.liveness import PostgresLiveness
                 from bulkops.storage.sql.wakeups import PostgresWakeUps
 
                 wakeups = PostgresWakeUps(database, url)
+                liveness = PostgresLiveness(database, url)
+            else:
+                from bulkops.storage.sql.liveness import SqliteLiveness
+
+                liveness = SqliteLiveness(database)
         files = open_file_store(
             settings.files_url, s3_endpoint=settings.s3_endpoint, s3_region=settings.s3_region
         )
@@ -165,6 +174,7 @@ class Runtime:
             limits=limits,
             chunks=chunks,
             wakeups=wakeups,
+            liveness=liveness,
         )
         channels = load_channels(
             webhook_secret=settings.webhook_secret,
@@ -244,7 +254,7 @@ class Runtime:
             registry,
             stores,
             ProcessorConfig(
-                worker_id=new_worker_id(),
+                worker_id=stores.liveness.mark(new_worker_id()),
                 max_row_concurrency=settings.max_row_concurrency,
                 flush_rows=settings.flush_rows,
                 flush_interval=settings.flush_interval,

@@ -203,9 +203,17 @@ class Settings(BaseSettings):
     )
     openapi_enabled: bool = True
     migrate_on_start: bool = True
-    flush_rows: int = Field(default=1000, ge=1, description="Row records per write batch.")
+    flush_rows: int = Field(
+        default=1000,
+        ge=1,
+        description="Largest write batch: a write carries up to twice this many row records "
+        "(finished rows are written as soon as the write before is done).",
+    )
     flush_interval: float = Field(
-        default=0.5, gt=0, description="Longest wait before buffered row records are written."
+        default=0.5,
+        gt=0,
+        description="How often a run checks its operation's stored status (a cancellation "
+        "from another process) and a row helper reports its rows.",
     )
 
     # Access control (README, Security). No setting at all: no checks. Secrets stay out of

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CHECKED = {"PASS", "MISS"}
-SCENARIOS = list(range(1, 17))
+SCENARIOS = list(range(1, 19))
 WITH_RATIOS = {
     1,
     3,
@@ -24,6 +24,7 @@ WITH_RATIOS = {
     13,
     15,
     16,
+    17,
 }  # every throughput figure comes with its ratio to the reference
 
 pytestmark = pytest.mark.e2e

@@ -68,7 +68,7 @@ def test_api_and_worker_share_sqlite_and_cancel_is_honoured(
     first = upload(url, b"name\na\nb\n", "file-gated", metadata, "a.csv")
     assert status_of(url, first)["status"] == "Pending"  # the API never processes
 
-    spawn("worker", pending_poll_interval="0.1")
+    worker = spawn("worker", pending_poll_interval="0.1")
     assert wait_terminal(url, first)["status"] == "Completed"
     assert processed(tmp_path) == ["a", "b"]
 
@@ -77,7 +77,11 @@ def test_api_and_worker_share_sqlite_and_cancel_is_honoured(
     response = httpx.post(f"{url}/api/bulks/{second}/cancel")
     assert response.status_code == 200 and response.json()["status"] == "Cancelled"
     # The worker notices at its next status check; the waiting row is interrupted.
-    wait_for(lambda: status_of(url, second)["processedRows"] == 1, what="row c recorded")
+    wait_for(
+        lambda: f"Left operation {second}: cancelled" in worker.output(),
+        what="the worker to leave the cancelled operation",
+    )
+    assert status_of(url, second)["processedRows"] == 1  # row c was recorded
     (tmp_path / "gate").touch()
     third = upload(url, b"name\ng\n", "file-gated", metadata, "c.csv")
     assert wait_terminal(url, third)["status"] == "Completed"

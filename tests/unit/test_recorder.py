@@ -1,6 +1,7 @@
-"""The recorder holds the producer back while a write is in flight: at twice ``flush_rows``
-row records, or ``RUN_ROOM`` times ``flush_rows`` plain completions, besides the batch
-being written."""
+"""The recorder writes as soon as its last write is done, and holds the producer back while
+a write is in flight: at twice ``flush_rows`` row records, or ``RUN_ROOM`` times
+``flush_rows`` plain completions, besides the batch being written; and at once while
+storage is unreachable."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from datetime import UTC, datetime
 
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.recorder import RUN_ROOM, RowRecorder
+from bulkops.errors import StorageUnavailable
 from bulkops.storage.records import (
     CompletedRun,
     EventRecord,
@@ -53,7 +55,9 @@ class HeldStore:
         return OperationStatus.RUNNING
 
 
-def recorder(store: HeldStore) -> tuple[RowRecorder, OperationRecord]:
+def recorder(
+    store: HeldStore, retry: StorageRetry | None = None, hold_after: int = 0
+) -> tuple[RowRecorder, OperationRecord]:
     operation = OperationRecord(
         id=uuid.uuid4(),
         operation_name="op",
@@ -72,8 +76,8 @@ def recorder(store: HeldStore) -> tuple[RowRecorder, OperationRecord]:
         store,  # type: ignore[arg-type]
         fence=Fence("w"),
         flush_rows=FLUSH,
-        flush_interval=60,
-        retry=StorageRetry(0),
+        retry=retry or StorageRetry(0),
+        hold_after=hold_after,
         on_status=lambda _: None,
         on_failure=lambda exc: None,
     )
@@ -190,3 +194,73 @@ async def test_runs_of_completed_rows_count_every_row_and_join_when_contiguous()
         (8, last, later),
     ]
     assert store.writes == [(0, last - 1)]
+
+
+async def test_buffered_batches_are_written_one_after_another_without_a_new_row() -> None:
+    # Rows of one concurrency window finish together: many batches at once, the producer
+    # held. Each write follows the one before, not a timer or the next row (at
+    # BULKOPS_FLUSH_ROWS=1 a timer per batch once held ten rows for two seconds).
+    store = HeldStore()
+    store.gate.set()
+    rows, operation = recorder(store)
+    async with started(rows, store):
+        for number in range(1, 10 * FLUSH + 1):
+            rows.add(record(operation, number))
+        assert rows.full
+        await asyncio.wait_for(rows.wait_room(), 5)
+        deadline = asyncio.get_running_loop().time() + 5
+        while sum(records for records, _ in store.writes) < 10 * FLUSH:
+            assert asyncio.get_running_loop().time() < deadline, store.writes
+            await asyncio.sleep(0.001)
+    assert all(records <= 2 * FLUSH for records, _ in store.writes)
+
+
+class FlakyStore(HeldStore):
+    """A row store that is unreachable until ``back`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.back = asyncio.Event()
+        self.refused = asyncio.Event()
+
+    async def save(self, *args: object, **kwargs: object) -> OperationStatus:
+        if not self.back.is_set():
+            self.refused.set()
+            raise StorageUnavailable("down")
+        self.gate.set()
+        return await super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_an_unreachable_storage_holds_the_producer_at_once() -> None:
+    store = FlakyStore()
+    rows, operation = recorder(store, retry=StorageRetry(30, wait_initial=0.01, wait_max=0.02))
+    async with started(rows, store):
+        rows.add(record(operation, 1))
+        await asyncio.wait_for(store.refused.wait(), 5)
+        assert rows.full  # one row buffered, but no further row starts while it cannot be stored
+
+        store.back.set()
+        await asyncio.wait_for(rows.wait_room(), 5)
+        assert not rows.full
+        await rows.close()
+    assert store.writes == [(1, 0)]
+
+
+async def test_a_slow_write_holds_the_producer_once_hold_after_rows_are_unstored() -> None:
+    store = HeldStore()
+    rows, operation = recorder(store, hold_after=3)  # MaxRowConcurrency 3
+    async with started(rows, store):
+        rows.add(record(operation, 1))
+        await asyncio.wait_for(store.entered.wait(), 5)  # row 1's write is in flight
+        number = 1
+        while not rows.full:  # a row finishes every few ms while the write hangs
+            number += 1
+            rows.add(record(operation, number))
+            await asyncio.sleep(0.005)
+        # Held once 3 rows were unstored (the one in flight and those behind it), far below
+        # the room of a quick write (twice flush_rows).
+        assert 3 <= number < 2 * FLUSH
+        store.gate.set()
+        await asyncio.wait_for(rows.wait_room(), 5)
+        await rows.close()
+    assert store.writes[0] == (1, 0)

@@ -15,6 +15,7 @@ from uuid import UUID
 
 import stamina
 
+from bulkops.engine.outages import Outages
 from bulkops.errors import StorageUnavailable
 from bulkops.storage.lifecycle import OperationChange
 from bulkops.storage.ports import OperationStore
@@ -41,11 +42,12 @@ class StorageRetry:
         self.timeout = timeout
         self._wait_initial = wait_initial
         self._wait_max = wait_max
+        self.outages = Outages()  # what every call through it saw of storage
 
     async def call(self, method: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         """``await method(*args, **kwargs)``, retried on ``StorageUnavailable``."""
         if self.timeout <= 0:
-            return await method(*args, **kwargs)
+            return await self._once(method, *args, **kwargs)
         tries = 0
         async for attempt in stamina.retry_context(
             on=StorageUnavailable,
@@ -57,7 +59,7 @@ class StorageRetry:
             with attempt:
                 tries += 1
                 try:
-                    return await method(*args, **kwargs)
+                    return await self._once(method, *args, **kwargs)
                 except StorageUnavailable as exc:
                     if tries == 1:
                         log.warning(
@@ -65,6 +67,17 @@ class StorageRetry:
                         )
                     raise
         raise AssertionError("unreachable: stamina re-raises the last error")  # pragma: no cover
+
+    async def _once(
+        self, method: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        try:
+            result = await method(*args, **kwargs)
+        except StorageUnavailable:
+            self.outages.failed()
+            raise
+        self.outages.answered()
+        return result
 
 
 async def apply_change(

@@ -24,10 +24,12 @@ from bulkops.formats import FileFormat, RowCount, count_chunks
 from bulkops.observability.metrics import Metrics
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
+from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
     ChunkStore,
     EventStore,
     FileStore,
+    Liveness,
     OperationStore,
     RateLimitStore,
     RowStore,
@@ -76,6 +78,7 @@ class Stores:
     limits: RateLimitStore
     chunks: ChunkStore
     wakeups: WakeUps = field(default_factory=NoWakeUps)
+    liveness: Liveness = field(default_factory=NoLiveness)
 
 
 class Processor:
@@ -214,6 +217,8 @@ class OperationRun(Run):
             StopReason.CANCELLED,
             StopReason.LOST,
         ):
+            if ending.stop_reason is not None:
+                log.info("Left operation %s: %s", self.record.id, ending.stop_reason.value)
             return  # split, cancelled or taken over: the stored status stands
         now, me = utcnow(), self._config.worker_id
         counts = await self._retry.call(self._stores.operations.counts, self.record.id)

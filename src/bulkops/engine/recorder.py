@@ -12,6 +12,7 @@ from typing import Any
 from bulkops.clock import utcnow
 from bulkops.definition.operation import PROCESS_STEP
 from bulkops.engine.persistence import StorageRetry
+from bulkops.errors import StorageUnavailable
 from bulkops.observability.metrics import Metrics
 from bulkops.storage.lifecycle import row_failed_event
 from bulkops.storage.ports import RowStore
@@ -31,24 +32,33 @@ from bulkops.storage.states import OperationStatus, RowState
 # for a transaction every ~1,400 rows; at eight times it runs on (scenario 1: 113k to
 # 126-132k rows/s).
 RUN_ROOM = 8
+# A write in flight longer than this is slow: the producer then waits for it while
+# ``hold_after`` rows (MaxRowConcurrency) are not stored, so a crash during a slow write (a
+# loaded or locked database) loses about the rows in flight, not all that ran meanwhile.
+SLOW_WRITE = 0.01
 
 
 class RowRecorder:
     """Collects finished rows; a writer task stores them with their counter increments and
     RowFailed events, one transaction per batch.
 
-    A batch is written when ``flush_rows`` records are buffered or, on a timer,
-    ``flush_interval`` seconds after the last write: a row a signal completed is stored
-    within one interval even when every other row is waiting. Writes overlap the
-    processing of the next rows: the buffer is emptied when a write begins, and refills
-    meanwhile. When storage is slow or unreachable it fills up to twice ``flush_rows``
-    records (or ``RUN_ROOM`` times ``flush_rows`` rows, when most are plain completions
-    held as runs of row numbers) and ``wait_room`` holds the producer (reading stops,
-    memory stays bounded: the buffer and the batch in flight) while the write is retried.
+    The writer writes whatever is buffered as soon as its previous write is done (group
+    commit): a finished row waits at most for the write in flight before its own begins,
+    so a crash of the process loses the rows that finished during one write, not a batch
+    of ``flush_rows``. Batches grow on their own when rows finish faster than writes take.
+    Writes overlap the processing of the next rows: the buffer is emptied when a write
+    begins, and refills meanwhile. The buffer holds up to twice ``flush_rows`` records
+    (twice ``hold_after`` when that is more; or ``RUN_ROOM`` times ``flush_rows`` rows, when
+    most are plain completions held as runs of row numbers); beyond, ``wait_room`` holds
+    the producer (reading stops, memory stays bounded: the buffer and the batch in
+    flight). A write slower than ``SLOW_WRITE`` holds it once ``hold_after`` rows are not
+    stored, and a write that fails because storage is unreachable holds it at once: no row
+    starts whose outcome could not be stored, so a crash or an outage that outlasts the
+    holder's lease costs about the rows that were running, not all that ran meanwhile.
 
     Each write reports the operation's stored status to ``on_status`` (None when this
     worker no longer holds the operation), so a cancellation recorded by another process is
-    seen within one flush interval.
+    seen at the next write.
     """
 
     def __init__(
@@ -58,8 +68,8 @@ class RowRecorder:
         *,
         fence: Fence,
         flush_rows: int,
-        flush_interval: float,
         retry: StorageRetry,
+        hold_after: int = 0,
         on_status: Callable[[OperationStatus | None], None],
         on_failure: Callable[[BaseException], None],
         metrics: Metrics | None = None,
@@ -74,7 +84,6 @@ class RowRecorder:
         self._fence = fence
         self.failed_written = 0  # failed rows this recorder has stored
         self._flush_rows = flush_rows
-        self._flush_interval = flush_interval
         self._retry = retry
         self._on_status = on_status
         self._on_failure = on_failure
@@ -86,6 +95,13 @@ class RowRecorder:
         self._room = asyncio.Event()
         self._room.set()
         self._closing = False
+        self._stalled = False  # the write in flight met an unreachable storage
+        self._hold_after = hold_after  # rows buffered behind a slow write (0: no limit)
+        # Rows that finish together are written together, whatever ``flush_rows``: at 1 a
+        # write of two would hold the producer at each commit's latency.
+        self._records_room = 2 * max(flush_rows, hold_after)
+        self._slow = False  # the write in flight is slow
+        self._in_write = 0  # rows of the write in flight
         self._writer: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -103,10 +119,10 @@ class RowRecorder:
         buffer = self._buffer
         buffer.append(record)
         size = len(buffer) + self._run_rows
-        if size >= self._flush_rows:
-            self._wake.set()
-            if not self._has_room():
-                self._room.clear()
+        if size == 1:
+            self._wake.set()  # the writer waits only on an empty buffer
+        if (size >= self._flush_rows or self._slow) and not self._has_room():
+            self._room.clear()
 
     def add_completed(self, number: int, at: datetime) -> None:
         """Buffer row ``number``, completed at its one step at ``at`` with nothing else to
@@ -122,10 +138,10 @@ class RowRecorder:
             runs.append([number, number, at])
         self._run_rows += 1
         size = len(self._buffer) + self._run_rows
-        if size >= self._flush_rows:
-            self._wake.set()
-            if not self._has_room():
-                self._room.clear()
+        if size == 1:
+            self._wake.set()  # the writer waits only on an empty buffer
+        if (size >= self._flush_rows or self._slow) and not self._has_room():
+            self._room.clear()
 
     def add_run(self, first: int, last: int, at: datetime) -> None:
         """Buffer rows ``first`` to ``last``, each completed at ``at`` as
@@ -136,18 +152,28 @@ class RowRecorder:
         else:
             runs.append([first, last, at])
         self._run_rows += last - first + 1
-        if len(self._buffer) + self._run_rows >= self._flush_rows:
-            self._wake.set()
-            if not self._has_room():
-                self._room.clear()
+        self._wake.set()
+        size = len(self._buffer) + self._run_rows
+        if (size >= self._flush_rows or self._slow) and not self._has_room():
+            self._room.clear()
 
     def _has_room(self) -> bool:
-        """Below twice ``flush_rows`` records and ``RUN_ROOM`` times ``flush_rows`` rows."""
+        """Below the records' room and ``RUN_ROOM`` times ``flush_rows`` rows,
+        storage answering, and below ``hold_after`` rows unstored during a slow write."""
         buffered = len(self._buffer)
+        rows = buffered + self._run_rows
         return (
-            buffered < 2 * self._flush_rows
-            and buffered + self._run_rows < RUN_ROOM * self._flush_rows
+            not self._stalled
+            and buffered < self._records_room
+            and rows < RUN_ROOM * self._flush_rows
+            and not (self._slow and rows + self._in_write >= self._hold_after)
         )
+
+    def _overdue(self) -> None:
+        """The write in flight is slow: hold the producer once enough rows wait."""
+        self._slow = True
+        if not self._has_room():
+            self._room.clear()
 
     @property
     def full(self) -> bool:
@@ -186,22 +212,45 @@ class RowRecorder:
 
     async def _write_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._flush_interval)
-            self._wake.clear()
-            closing = self._closing
-            while self._buffer or self._runs:
-                batch = self._buffer[: 2 * self._flush_rows]
-                del self._buffer[: len(batch)]
-                runs, counted = self._runs, self._run_rows
-                self._runs, self._run_rows = [], 0
-                if self._has_room():
-                    self._room.set()  # the producer refills the buffer during the write
+            if not (self._buffer or self._runs):
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()  # the first row buffered (or close) wakes it
+                continue
+            batch = self._buffer[: self._records_room]
+            del self._buffer[: len(batch)]
+            runs, counted = self._runs, self._run_rows
+            self._runs, self._run_rows = [], 0
+            if self._has_room():
+                self._room.set()  # the producer refills the buffer during the write
+            timer, self._in_write = None, len(batch) + counted
+            if self._hold_after:
+                timer = asyncio.get_running_loop().call_later(SLOW_WRITE, self._overdue)
+            try:
                 await self._write(batch, runs, counted)
-                if not closing:
-                    break
-            if closing:
-                return
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                self._slow, self._in_write = False, 0
+            if self._has_room():
+                self._room.set()
+
+    async def _save(self, *args: Any, **kwargs: Any) -> OperationStatus | None:
+        """One try of the write; an unreachable storage holds the producer until a try
+        succeeds."""
+        try:
+            status = await self._rows.save(*args, **kwargs)
+        except StorageUnavailable:
+            if not self._stalled:
+                self._stalled = True
+                self._room.clear()
+            raise
+        if self._stalled:
+            self._stalled = False
+            if self._has_room():
+                self._room.set()
+        return status
 
     async def _write(self, batch: list[RowRecord], runs: list[list[Any]], counted: int) -> None:
         delta, failures = self._tally(batch)
@@ -212,7 +261,7 @@ class RowRecorder:
         # A cancellation of this task must not tear a write whose batch left the buffer.
         status = await asyncio.shield(
             self._retry.call(
-                self._rows.save,
+                self._save,
                 self._operation.id,
                 batch,
                 delta,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,7 +18,7 @@ from bulkops.engine.persistence import apply_change
 from bulkops.engine.processor import OperationRun, Processor
 from bulkops.engine.run import Run, StopReason
 from bulkops.engine.signals import SignalHub, deliver_signal
-from bulkops.errors import IllegalTransition, StorageError
+from bulkops.errors import IllegalTransition, StorageError, StorageUnavailable
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
 from bulkops.storage.ports import RowStore, WakeUps
@@ -28,6 +29,10 @@ from bulkops.storage.wakeups import NoWakeUps
 log = logging.getLogger("bulkops.engine")
 
 _PICKUP_BATCH = 1000
+# A holder storage finds dead must be found so again this long after (and storage must
+# have answered that long since an outage): a process whose liveness lock went with a
+# dropped connection takes it again well within it.
+CONFIRM_DEATH = 2.0
 
 
 class _ChunkTurn:
@@ -101,6 +106,7 @@ class WorkScheduler:
         self._operations = processor.stores.operations
         self._worker_id = processor.config.worker_id
         self._config = config
+        self._outages = processor.retry.outages
         self._queue: asyncio.Queue[Work] = asyncio.Queue()
         self._known: set[UUID] = set()
         # Runs in progress: by operation id, or (operation id, chunk index) for chunks.
@@ -117,6 +123,10 @@ class WorkScheduler:
         # Abandoned operations seen once (id -> heartbeat then), and those confirmed.
         self._suspects: dict[UUID, datetime | None] = {}
         self._takeovers: dict[UUID, datetime | None] = {}
+        # Holders storage found dead, and when first (monotonic seconds).
+        self._dying: dict[str, float] = {}
+        self._rechecking: asyncio.Task[None] | None = None
+        self._keeping: asyncio.Task[None] | None = None  # keeps this process known alive
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._stopping = False
@@ -139,6 +149,7 @@ class WorkScheduler:
             return
         self._started = True
         config = self._config
+        self._keeping = asyncio.create_task(self._processor.stores.liveness.keep(self._worker_id))
         self._spawn(*(self._slot() for _ in range(config.worker_count)))
         await self._quietly(self.pickup)
         await self._quietly(self.scan_abandoned)
@@ -211,22 +222,64 @@ class WorkScheduler:
         self.offer_chunks(waiting)
 
     def _stale_before(self) -> datetime:
-        return utcnow() - timedelta(seconds=self._config.abandon_after)
+        """Heartbeats older than this are abandoned: ``abandon_after``, plus the time this
+        process recently saw storage unreachable (its holders could not renew them)."""
+        after = self._config.abandon_after
+        return utcnow() - timedelta(seconds=after + self._outages.excused(after))
 
     async def scan_abandoned(self) -> None:
-        """Queue the abandoned operations seen at this scan and the one before, and end
-        split operations whose last chunk's worker stopped before it could."""
+        """Queue the abandoned operations seen at this scan and the one before (or at once
+        when their holder is dead), and end split operations whose last chunk's worker
+        stopped before it could."""
         await self._end_finished_splits()
-        stale_before = utcnow() - timedelta(seconds=self._config.abandon_after)
+        dead = await self._find_dead()
+        stale_before = self._stale_before()
         seen: dict[UUID, datetime | None] = {}
         for record in await self._operations.abandoned(stale_before, _PICKUP_BATCH):
             if not self._serves(record) or record.id in self._active:
                 continue
             seen[record.id] = record.heartbeat_at
-            if record.id in self._suspects and self._suspects[record.id] == record.heartbeat_at:
+            if record.worker_id in dead or (
+                record.id in self._suspects and self._suspects[record.id] == record.heartbeat_at
+            ):
                 self._takeovers[record.id] = record.heartbeat_at
                 self.enqueue(record.id)
         self._suspects = seen
+
+    async def _find_dead(self) -> set[str]:
+        """Holders storage found dead at two looks ``CONFIRM_DEATH`` apart, with storage
+        answering meanwhile; what they hold is made abandoned at once (its heartbeat
+        voided), their chunks for any process to claim. A look that finds new ones
+        comes back after ``CONFIRM_DEATH`` instead of at the next scan."""
+        liveness = self._processor.stores.liveness
+        seen = await liveness.dead()
+        now = time.monotonic()
+        if self._outages.quiet_for() < 2 * CONFIRM_DEATH:
+            self._dying = {}  # after an outage every lock is being taken again
+            return set()
+        dead = {worker for worker in seen if now - self._dying.get(worker, now) >= CONFIRM_DEATH}
+        self._dying = {worker: self._dying.get(worker, now) for worker in seen}
+        if dead:
+            log.warning("Workers %s are gone: resuming their work now", ", ".join(sorted(dead)))
+            await liveness.expire(dead)
+            self.offer_chunks(self._config.worker_count)
+        if len(seen) > len(dead) and (self._rechecking is None or self._rechecking.done()):
+            self._rechecking = asyncio.create_task(self._recheck())
+        return dead
+
+    async def _stop_keeping(self) -> None:
+        """This process stops being known alive: last, once its work is handed back."""
+        for task in (self._keeping, self._rechecking):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _recheck(self) -> None:
+        """Look again at holders found dead once, when they can be confirmed."""
+        await asyncio.sleep(CONFIRM_DEATH)
+        self._rechecking = None
+        await self._quietly(self.scan_abandoned)
 
     async def _end_finished_splits(self) -> None:
         for operation_id in await self._processor.stores.chunks.finished_splits():
@@ -267,8 +320,12 @@ class WorkScheduler:
     async def _quietly(self, action: Callable[[], Awaitable[None]]) -> None:
         try:
             await action()
-        except StorageError:
+        except StorageError as exc:
+            if isinstance(exc, StorageUnavailable):
+                self._outages.failed()
             log.warning("Could not run %s; will try again", action.__name__, exc_info=True)
+        else:
+            self._outages.answered()
 
     async def _every(self, seconds: float, action: Callable[[], Awaitable[None]]) -> None:
         while True:
@@ -475,6 +532,7 @@ class WorkScheduler:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._stop_keeping()
         if self._processor.helpers is not None:
             await self._processor.helpers.close()
 

@@ -359,6 +359,30 @@ class WakeUps(Protocol):
         after a lost connection. Returns at once when notices are not supported."""
 
 
+class Liveness(Protocol):
+    """Whether a worker holding work is alive, known beyond its heartbeat.
+
+    A heartbeat only ages: a holder is given up ``BULKOPS_ABANDON_AFTER`` after its last
+    one, however certain its death. Where storage can know a process is gone (PostgreSQL
+    drops the session, and its locks, of a process that died; on one host a process id
+    that no longer runs), its work is taken over at once. Where it cannot, ``dead``
+    finds nothing and the heartbeat decides.
+    """
+
+    def mark(self, worker_id: str) -> str:
+        """The worker id a process uses while it keeps itself known alive with ``keep``."""
+
+    async def keep(self, worker_id: str) -> None:
+        """Keep ``worker_id`` known alive until cancelled (taken again after a lost
+        connection). Returns at once where nothing needs keeping."""
+
+    async def dead(self) -> set[str]:
+        """Workers holding an operation or a chunk that are certainly no longer alive."""
+
+    async def expire(self, worker_ids: Collection[str]) -> None:
+        """Void the heartbeats of what ``worker_ids`` hold, so it is abandoned now."""
+
+
 class FileStore(Protocol):
     """Uploaded files, stored under generated ids (never the uploaded name)."""
 

@@ -1,0 +1,66 @@
+"""What a process saw of its storage being unreachable, so that an outage is not mistaken
+for the death of the workers it cut off."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+class Outages:
+    """Storage outages this process saw, as the heartbeat age they excuse.
+
+    A holder cut off from storage cannot renew its heartbeat, so after an outage every
+    holder's heartbeat looks old at once, although each renews it within a check of
+    storage coming back. Time storage was unreachable does not count toward abandoning
+    an operation: for a while after an outage (twice the abandon age) the outage's
+    length is added to the age a heartbeat must reach. A holder that really died is
+    taken over that much later; one that lived keeps its work instead of seeing it run
+    again elsewhere while its finished rows are refused.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._down_since: float | None = None
+        self._back_at: float | None = None
+        self._excused = 0.0  # seconds of the recent outages
+
+    @property
+    def down(self) -> bool:
+        """Whether the last storage call failed for want of storage."""
+        return self._down_since is not None
+
+    def failed(self) -> None:
+        """A storage call found storage unreachable."""
+        if self._down_since is None:
+            self._down_since = self._clock()
+
+    def answered(self) -> None:
+        """A storage call succeeded."""
+        if self._down_since is None:
+            return
+        now = self._clock()
+        self._excused += now - self._down_since
+        self._down_since = None
+        self._back_at = now
+
+    def quiet_for(self) -> float:
+        """Seconds since storage last came back (0 while it is down; infinite when it
+        never went)."""
+        if self._down_since is not None:
+            return 0.0
+        if self._back_at is None:
+            return float("inf")
+        return self._clock() - self._back_at
+
+    def excused(self, abandon_after: float) -> float:
+        """Seconds to add to ``abandon_after`` before a heartbeat counts as stale now."""
+        now = self._clock()
+        if self._down_since is not None:
+            return self._excused + now - self._down_since
+        if self._back_at is None:
+            return 0.0
+        if now - self._back_at >= 2 * abandon_after + self._excused:
+            self._back_at, self._excused = None, 0.0
+            return 0.0
+        return self._excused

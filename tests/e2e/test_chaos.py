@@ -1,0 +1,23 @@
+"""The chaos run in CI size: about 25 s of compound faults (workers killed, every database
+connection terminated, the database restarted) against a private PostgreSQL server, an API
+process and three workers; the invariants are checked by ``benchmarks.chaos`` (see its
+docstring). ``make chaos`` runs longer ones on several seeds."""
+
+from __future__ import annotations
+
+import pytest
+from benchmarks.chaos import KINDS, postgres_bin, run_chaos
+
+
+@pytest.mark.timeout(600)
+def test_compound_faults_lose_nothing_and_repeat_at_most_what_was_in_flight() -> None:
+    postgres_bin()  # fails, not skips, without the PostgreSQL server programs
+    outcome = run_chaos(seed=7, seconds=25, rows=1500)
+    print("\n", outcome.summary())
+    kinds = {fault.kind for fault in outcome.faults}
+    assert kinds == set(KINDS)  # each kind of fault happened
+    # Repeats within 2 x workers x MaxRowConcurrency per fault; run_chaos checked the rest
+    # (every row once in the database, every (row, step) ran, counters, events, no 500).
+    assert outcome.repeats <= outcome.bound * len(outcome.faults), outcome.faults
+    assert all(fault.repeats <= outcome.bound for fault in outcome.faults if fault.kind != "kill")
+    assert 500 not in outcome.answers

@@ -1,0 +1,43 @@
+"""Time storage was unreachable does not count toward abandoning a holder's work."""
+
+from __future__ import annotations
+
+from bulkops.engine.outages import Outages
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_no_outage_excuses_nothing() -> None:
+    outages = Outages(Clock())
+    outages.answered()
+    assert outages.excused(30) == 0 and outages.quiet_for() == float("inf")
+
+
+def test_an_outage_is_excused_while_it_lasts_and_for_a_while_after() -> None:
+    clock = Clock()
+    outages = Outages(clock)
+    outages.failed()
+    clock.now += 4
+    assert outages.down and outages.excused(3) == 4 and outages.quiet_for() == 0
+    outages.answered()
+    clock.now += 1
+    assert not outages.down and outages.excused(3) == 4 and outages.quiet_for() == 1
+    clock.now += 2 * 3 + 4  # twice the abandon age and the outage, after it ended
+    assert outages.excused(3) == 0
+
+
+def test_outages_close_together_add_up() -> None:
+    clock = Clock()
+    outages = Outages(clock)
+    for _ in range(2):
+        outages.failed()
+        clock.now += 2
+        outages.answered()
+        clock.now += 1
+    assert outages.excused(30) == 4
