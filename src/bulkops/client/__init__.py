@@ -33,21 +33,25 @@ from bulkops.client.models import (
     ValidationResult,
 )
 from bulkops.client.sync_client import Client
+from bulkops.wire import ErrorType, OperationStatus, RowState
 
 __all__ = [
     "ApiError",
     "AsyncClient",
     "Client",
     "CreateResult",
+    "ErrorType",
     "Event",
     "Operation",
     "OperationDescriptor",
+    "OperationStatus",
     "Page",
     "RetryEligibility",
     "RetryHistoryItem",
     "RetryResult",
     "RowError",
     "RowProgress",
+    "RowState",
     "SignalResult",
     "StatusView",
     "ValidationResult",
