@@ -3,93 +3,45 @@
 Every command takes ``--url`` (``BULKOPS_URL``), ``--token`` (``BULKOPS_TOKEN``) and
 ``--json`` (print the server's JSON). Exit codes: 0 success (with ``--wait``: Completed),
 3 CompletedWithErrors, 4 Failed, 5 Cancelled, 2 a request the server refused (4xx) or a
-usage error, 1 anything else (server unreachable, 5xx).
+usage error, 1 anything else (server unreachable, 5xx). Piped, ``list``, ``errors``,
+``rows`` and ``operations`` print tab-separated lines (``bulkops.cli.listing``).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import logging
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
-from bulkops.client.async_client import DEFAULT_URL
-from bulkops.client.errors import ApiError
-from bulkops.client.models import Model, StatusView
-from bulkops.client.sync_client import Client
-
-T = TypeVar("T")
-
-EXIT_OK, EXIT_OTHER, EXIT_REFUSED = 0, 1, 2
-EXIT_BY_STATUS = {"Completed": 0, "CompletedWithErrors": 3, "Failed": 4, "Cancelled": 5}
-
-Url = Annotated[str, typer.Option("--url", envvar="BULKOPS_URL", help="Service or gateway URL")]
-Token = Annotated[
-    str | None,
-    typer.Option("--token", envvar="BULKOPS_TOKEN", help="Bearer token", show_default=False),
-]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the server's JSON")]
-OperationId = Annotated[str, typer.Argument(help="Operation id", show_default=False)]
-
-
-def fail(message: str, code: int = EXIT_REFUSED) -> typer.Exit:
-    """Print one line on stderr and give the exit to raise."""
-    typer.echo(f"Error: {message}", err=True)
-    return typer.Exit(code)
-
-
-@contextmanager
-def connected(url: str, token: str | None) -> Iterator[Client]:
-    """A client; an ApiError becomes one line on stderr and the contract's exit code."""
-    logging.getLogger("stamina").setLevel(logging.ERROR)  # retries are not news on a terminal
-    try:
-        with Client(url, token=token) as client:
-            yield client
-    except ApiError as exc:
-        message = exc.message
-        if exc.reason and exc.reason not in message:
-            message += f" ({exc.reason})"
-        raise fail(message, EXIT_REFUSED if exc.refused else EXIT_OTHER) from None
-
-
-def emit(value: Any, as_json: bool, plain: Callable[[], None]) -> None:
-    """Print ``value`` as the server's JSON, or as ``plain`` says."""
-    if as_json:
-        typer.echo(json.dumps(_jsonable(value), indent=2, default=str))
-    else:
-        plain()
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Model):
-        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
-    if isinstance(value, list):
-        return [_jsonable(item) for item in value]
-    return value
-
-
-def _json_argument(text: str | None, what: str) -> Any:
-    """A JSON value given inline or as ``@file``."""
-    if text is None:
-        return None
-    raw = text
-    if text.startswith("@"):
-        try:
-            raw = Path(text[1:]).read_text()
-        except OSError as exc:
-            raise fail(f"Cannot read {what} file {text[1:]!r}: {exc.strerror}") from None
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise fail(f"{what} is not valid JSON: {exc}") from None
-
+from bulkops.cli.common import (
+    EXIT_BY_STATUS,
+    EXIT_OTHER,
+    AsJson,
+    OperationId,
+    Token,
+    Url,
+    connected,
+    emit,
+    fail,
+    json_argument,
+    print_status,
+)
+from bulkops.cli.events import events
+from bulkops.cli.fix import fix
+from bulkops.cli.listing import Column, show
+from bulkops.cli.progress import follow
+from bulkops.client.http import DEFAULT_URL
+from bulkops.client.models import (
+    Operation,
+    OperationDescriptor,
+    RowError,
+    RowProgress,
+)
 
 PruneEvents = Callable[[float | None], None]
 
@@ -116,6 +68,7 @@ def register(app: typer.Typer, *, prune_events: PruneEvents | None = None) -> No
         export,
         download,
         template,
+        fix,
     ):
         name = "list" if command is list_operations else command.__name__
         app.command(name)(command)
@@ -134,24 +87,37 @@ def _events_or_prune(prune: PruneEvents | None) -> Callable[..., None]:
     return command
 
 
+OPERATION_COLUMNS: list[Column[OperationDescriptor]] = [
+    Column("name", "Operation", lambda d: d.name),
+    Column("description", "Description", lambda d: d.description),
+    Column("fileColumns", "Columns", lambda d: ",".join(c.name for c in d.file_columns)),
+    Column("steps", "Steps", lambda d: ",".join(d.steps)),
+]
+
+
 def operations(url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
     """List the operations a service offers."""
     with connected(url, token) as client:
         found = client.get_operations()
-
-    def plain() -> None:
-        for descriptor in found:
-            columns = ", ".join(column.name for column in descriptor.file_columns)
-            typer.echo(f"{descriptor.name}\t{descriptor.description or ''}\tcolumns: {columns}")
-
-    emit(found, as_json, plain)
+    emit(found, as_json, lambda: show(found, OPERATION_COLUMNS))
 
 
 def submit(
     file: Annotated[
-        Path, typer.Argument(help="CSV, JSON or JSON Lines file", exists=True, dir_okay=False)
-    ],
-    operation: Annotated[str, typer.Option("--operation", "-o", help="Operation name")],
+        Path | None,
+        typer.Argument(
+            help="CSV, JSON, JSON Lines or XLSX file (.gz too); none with --from",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    operation: Annotated[
+        str | None,
+        typer.Option(
+            "--operation", "-o", help="Operation name (with --from: the source's by default)"
+        ),
+    ] = None,
     metadata: Annotated[
         str | None, typer.Option("--metadata", help="Metadata as JSON, or @file")
     ] = None,
@@ -161,6 +127,21 @@ def submit(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Retry-safe create key")
     ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate every row, process none")
+    ] = False,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Run from an earlier operation's file, its fixed rows applied (no FILE)",
+            show_default=False,
+        ),
+    ] = None,
+    priority: Annotated[
+        int | None, typer.Option("--priority", min=-10, max=10, help="-10 to 10 (default 0)")
+    ] = None,
+    sheet: Annotated[str | None, typer.Option("--sheet", help="Worksheet of an XLSX file")] = None,
     wait_for_end: Annotated[
         bool, typer.Option("--wait", help="Wait for the end; the exit code tells the outcome")
     ] = False,
@@ -169,87 +150,57 @@ def submit(
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Upload a file as a new operation; print its id."""
-    meta = _json_argument(metadata, "--metadata")
-    columns = _json_argument(column_map, "--column-map")
+    """Upload a file as a new operation (or run from an earlier one: --from); print its id."""
+    if (file is None) == (source is None):
+        raise fail("submit needs a FILE, or --from ID to run from an earlier operation (not both)")
+    if file is not None and operation is None:
+        raise fail("submit FILE needs --operation NAME")
+    meta = json_argument(metadata, "--metadata")
+    columns = json_argument(column_map, "--column-map")
     if meta is not None and not isinstance(meta, dict):
         raise fail("--metadata must be a JSON object")
     if columns is not None and not isinstance(columns, dict):
         raise fail("--column-map must be a JSON object")
     with connected(url, token) as client:
+        # Without a FILE there is a source: its operation name is the default.
+        name = operation if operation is not None else client.get_bulk(str(source)).operation_name
         operation_id = client.submit(
-            operation, file, meta, column_map=columns, idempotency_key=idempotency_key
+            name,
+            file,
+            meta,
+            column_map=columns,
+            idempotency_key=idempotency_key,
+            dry_run=dry_run,
+            source_operation_id=source,
+            priority=priority,
+            sheet=sheet,
         )
         if not wait_for_end:
             emit({"operationId": str(operation_id)}, as_json, lambda: typer.echo(operation_id))
             return
         if not as_json:
             typer.echo(operation_id)
-        final = _follow(client, str(operation_id), poll_interval, quiet=as_json)
-    emit(final, as_json, lambda: _print_status(final))
+        final = follow(client, str(operation_id), poll_interval, quiet=as_json)
+    emit(final, as_json, lambda: print_status(final))
     raise typer.Exit(EXIT_BY_STATUS.get(final.status.value, EXIT_OTHER))
 
 
-def _follow(client: Client, operation_id: str, poll_interval: float, *, quiet: bool) -> StatusView:
-    """Wait for the end, showing progress: a bar on a terminal, plain lines otherwise."""
-    if quiet:
-        return client.wait(operation_id, poll_interval=poll_interval)
-    if sys.stderr.isatty():
-        return _with_bar(client, operation_id, poll_interval)
-    started, last = time.monotonic(), [""]
-
-    def line(status: StatusView) -> None:
-        text = _progress_text(status, time.monotonic() - started)
-        if text != last[0]:
-            typer.echo(text, err=True)
-            last[0] = text
-
-    return client.wait(operation_id, poll_interval=poll_interval, on_progress=line)
-
-
-def _progress_text(status: StatusView, seconds: float) -> str:
-    rate = status.processed_rows / seconds if seconds > 0 else 0.0
-    return (
-        f"{status.status.value}: {status.processed_rows}/{status.total_rows} rows "
-        f"({status.progress}%), {status.error_count} errors, {rate:,.0f} rows/s"
-    )
-
-
-def _with_bar(client: Client, operation_id: str, poll_interval: float) -> StatusView:
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-    started = time.monotonic()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TaskProgressColumn(),
-        TextColumn("{task.fields[rows]}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-    ) as bar:
-        task = bar.add_task("Pending", total=None, rows="")
-
-        def show(status: StatusView) -> None:
-            seconds = time.monotonic() - started
-            rate = status.processed_rows / seconds if seconds > 0 else 0.0
-            bar.update(
-                task,
-                description=status.status.value,
-                total=status.total_rows or None,
-                completed=status.processed_rows,
-                rows=f"{status.processed_rows:,} rows, {status.error_count:,} errors, "
-                f"{rate:,.0f} rows/s",
-            )
-
-        return client.wait(operation_id, poll_interval=poll_interval, on_progress=show)
-
-
-def _print_status(status: StatusView) -> None:
-    typer.echo(
-        f"{status.status.value}: {status.processed_rows}/{status.total_rows} rows, "
-        f"{status.error_count} errors ({status.progress}%)"
-    )
+LIST_COLUMNS: list[Column[Operation]] = [
+    Column("id", "Id", lambda o: o.id),
+    Column("operationName", "Operation", lambda o: o.operation_name),
+    Column("status", "Status", lambda o: o.status, in_table=False),
+    Column(
+        "status", "Status", lambda o: f"{o.status.value}{' (dry run)' * o.dry_run}", in_tsv=False
+    ),
+    Column("processedRows", "Processed", lambda o: o.processed_rows, in_table=False),
+    Column("totalRows", "Rows", lambda o: o.total_rows, in_table=False),
+    Column("rows", "Rows", lambda o: f"{o.processed_rows}/{o.total_rows}", in_tsv=False),
+    Column("errorCount", "Errors", lambda o: o.error_count),
+    Column("priority", "Priority", lambda o: o.priority, in_table=False),
+    Column("dryRun", "Dry run", lambda o: o.dry_run, in_table=False),
+    Column("createdBy", "Created by", lambda o: o.created_by),
+    Column("createdAt", "Created at", lambda o: o.created_at),
+]
 
 
 def list_operations(
@@ -262,7 +213,7 @@ def list_operations(
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """List operations, newest first."""
+    """List operations, newest first (piped: tab-separated lines, a header first)."""
     with connected(url, token) as client:
         found = client.get_bulks(
             operation_name=operation,
@@ -271,31 +222,8 @@ def list_operations(
             page=page,
             page_size=page_size,
         )
-
-    def plain() -> None:
-        from rich.console import Console
-        from rich.table import Table
-
-        # The tenant column only when some operation has one: a service without tenants
-        # lists as before.
-        tenants = any(item.tenant for item in found.items)
-        columns = ["Id", "Operation", "Status", "Rows", "Errors", "Created by", "Created at"]
-        table = Table(*columns, *(["Tenant"] if tenants else []))
-        for item in found.items:
-            table.add_row(
-                str(item.id),
-                item.operation_name,
-                item.status.value,
-                f"{item.processed_rows}/{item.total_rows}",
-                str(item.error_count),
-                item.created_by,
-                item.created_at.isoformat(timespec="seconds"),
-                *([item.tenant or ""] if tenants else []),
-            )
-        Console().print(table)
-        typer.echo(f"Page {found.page}, {found.total_count} operations in all")
-
-    emit(found, as_json, plain)
+    summary = f"Page {found.page}, {found.total_count} operations in all"
+    emit(found, as_json, lambda: show(found.items, LIST_COLUMNS, summary))
 
 
 def status(
@@ -307,7 +235,7 @@ def status(
         tenant = None if as_json else client.get_bulk(operation_id).tenant
 
     def plain() -> None:
-        _print_status(found)
+        print_status(found)
         if tenant:
             typer.echo(f"Tenant: {tenant}")
 
@@ -323,9 +251,31 @@ def wait(
 ) -> None:
     """Wait for an operation to end; the exit code tells how it ended."""
     with connected(url, token) as client:
-        final = _follow(client, operation_id, poll_interval, quiet=as_json)
-    emit(final, as_json, lambda: _print_status(final))
+        final = follow(client, operation_id, poll_interval, quiet=as_json)
+    emit(final, as_json, lambda: print_status(final))
     raise typer.Exit(EXIT_BY_STATUS.get(final.status.value, EXIT_OTHER))
+
+
+ERROR_COLUMNS: list[Column[RowError]] = [
+    Column("rowNumber", "Row", lambda r: r.row_number),
+    Column("rowId", "Row id", lambda r: r.row_id),
+    Column("state", "State", lambda r: r.state, in_table=False),
+    Column("stepName", "Step", lambda r: r.step_name),
+    Column("errorType", "Error type", lambda r: r.error_type),
+    Column("errorMessage", "Message", lambda r: r.error_message),
+    Column("fixed", "Fixed", lambda r: r.fixed),
+]
+
+ROW_COLUMNS: list[Column[RowProgress]] = [
+    Column("rowNumber", "Row", lambda r: r.row_number),
+    Column("rowId", "Row id", lambda r: r.row_id),
+    Column("state", "State", lambda r: r.state),
+    Column("currentStep", "Step", lambda r: r.current_step),
+    Column("completedSteps", "Done", lambda r: r.completed_steps),
+    Column("totalSteps", "Steps", lambda r: r.total_steps),
+    Column("retryAttempt", "Retries", lambda r: r.retry_attempt),
+    Column("fixed", "Fixed", lambda r: r.fixed),
+]
 
 
 def errors(
@@ -335,27 +285,10 @@ def errors(
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """List an operation's failed rows (all of them)."""
+    """List an operation's failed rows (all of them; piped: tab-separated lines)."""
     with connected(url, token) as client:
         found = list(client.iter_errors(operation_id, error_type=error_type))
-
-    def plain() -> None:
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table("Row", "Row id", "Step", "Error type", "Message")
-        for row in found:
-            table.add_row(
-                str(row.row_number),
-                row.row_id or "",
-                row.step_name or "",
-                row.error_type.value if row.error_type else "",
-                row.error_message or "",
-            )
-        Console().print(table)
-        typer.echo(f"{len(found)} failed rows")
-
-    emit(found, as_json, plain)
+    emit(found, as_json, lambda: show(found, ERROR_COLUMNS, f"{len(found)} failed rows"))
 
 
 def rows(
@@ -365,18 +298,10 @@ def rows(
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """List an operation's rows with their progress."""
+    """List an operation's rows with their progress (piped: tab-separated lines)."""
     with connected(url, token) as client:
         found = list(client.iter_rows(operation_id, state=state))
-
-    def plain() -> None:
-        for row in found:
-            step = row.current_step or ""
-            typer.echo(
-                f"{row.row_number}\t{row.state.value}\t{step}\t{row.completed_steps}/{row.total_steps}"
-            )
-
-    emit(found, as_json, plain)
+    emit(found, as_json, lambda: show(found, ROW_COLUMNS, f"{len(found)} rows"))
 
 
 def cancel(
@@ -385,7 +310,7 @@ def cancel(
     """Cancel an operation."""
     with connected(url, token) as client:
         found = client.cancel_bulk(operation_id)
-    emit(found, as_json, lambda: _print_status(found))
+    emit(found, as_json, lambda: print_status(found))
 
 
 def retry(
@@ -445,68 +370,24 @@ def signal(
     )
 
 
-def events(
-    operation_id: Annotated[
-        str | None, typer.Argument(help="Operation id (all operations when left out)")
-    ] = None,
-    follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing new events")
-    ] = False,
-    since: Annotated[int | None, typer.Option("--since", help="After this sequence")] = None,
-    older_than: Annotated[
-        float | None,
-        typer.Option("--older-than", help="With `events prune`: days", show_default=False),
-    ] = None,
-    url: Url = DEFAULT_URL,
-    token: Token = None,
-    as_json: AsJson = False,
-) -> None:
-    """Print the event feed (of one operation); `events prune --older-than DAYS` deletes
-    old events from the configured database."""
-    if older_than is not None:
-        raise fail("--older-than goes with `bulkops events prune`")
-
-    def show(event: Any) -> None:
-        if as_json:
-            typer.echo(json.dumps(_jsonable(event), default=str))
-        else:
-            typer.echo(
-                f"{event.sequence}\t{event.timestamp.isoformat(timespec='seconds')}\t"
-                f"{event.type}\t{event.operation_id}\t{event.message}"
-            )
-
-    with connected(url, token) as client:
-        if follow:
-            try:
-                for event in client.follow_events(since, operation_id=operation_id):
-                    show(event)
-            except KeyboardInterrupt:
-                return
-            return
-        if operation_id is not None:
-            found = client.get_bulk_events(operation_id, since=since)
-        else:
-            found = client.get_events(since=since)
-    if as_json:
-        typer.echo(json.dumps(_jsonable(found), indent=2, default=str))
-    else:
-        for event in found:
-            show(event)
-
-
 def export(
     operation_id: OperationId,
     mode: Annotated[str, typer.Option("--mode", help="report or data")] = "report",
-    file_format: Annotated[str, typer.Option("--format", help="csv, json or jsonl")] = "csv",
+    file_format: Annotated[
+        str, typer.Option("--format", help="csv, json, jsonl (or xlsx where served)")
+    ] = "csv",
+    state: Annotated[
+        str | None, typer.Option("--state", help="Only rows in this state, e.g. Failed")
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="File (default: standard output)")
     ] = None,
     url: Url = DEFAULT_URL,
     token: Token = None,
 ) -> None:
-    """Export an operation's rows."""
+    """Export an operation's rows (all, or those in --state)."""
     with connected(url, token) as client, _sink(output) as out:
-        written = client.export_bulk(operation_id, out, mode=mode, format=file_format)
+        written = client.export_bulk(operation_id, out, mode=mode, format=file_format, state=state)
     if output is not None:
         typer.echo(f"Wrote {written} bytes to {output}", err=True)
 
