@@ -1,0 +1,120 @@
+"""The Python client's own side: its wire enums match the service's, its models take the
+newer fields and tolerate their absence, and submit needs a file or a source."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from bulkops.client import ApiError, Client, ErrorType, Operation, OperationStatus, RowError
+from bulkops.client import RowState as ClientRowState
+from bulkops.storage import states
+
+OP = "3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"
+OPERATION = {
+    "id": OP,
+    "operationName": "import-users",
+    "status": "Completed",
+    "createdBy": "alice",
+    "createdAt": "2026-11-27T10:00:00Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (OperationStatus, states.OperationStatus),
+        (ClientRowState, states.RowState),
+        (ErrorType, states.ErrorType),
+    ],
+)
+def test_the_wire_enums_name_what_the_service_sends(ours: Any, theirs: Any) -> None:
+    assert {m.name: m.value for m in ours} == {m.name: m.value for m in theirs}
+
+
+def test_terminal_statuses_match_the_service() -> None:
+    for status in OperationStatus:
+        assert status.is_terminal == states.OperationStatus(status.value).is_terminal
+
+
+def test_new_fields_are_read_and_default_when_absent() -> None:
+    old = Operation.model_validate(OPERATION)
+    new = Operation.model_validate(
+        {**OPERATION, "priority": -4, "tenant": "acme", "dryRun": True, "sourceOperationId": OP}
+    )
+
+    assert (old.priority, old.tenant, old.dry_run, old.source_operation_id) == (
+        0,
+        None,
+        False,
+        None,
+    )
+    assert (new.priority, new.tenant, new.dry_run, str(new.source_operation_id)) == (
+        -4,
+        "acme",
+        True,
+        OP,
+    )
+    row = {"rowNumber": 2, "stepIndex": 0, "state": "Failed"}
+    assert RowError.model_validate(row).fixed is False
+    assert RowError.model_validate({**row, "fixed": True}).fixed is True
+
+
+def answer(request: httpx.Request) -> httpx.Response:
+    if request.method == "PATCH" and request.url.path.endswith("/rows/2"):
+        data = json.loads(request.content)["rowData"]
+        return httpx.Response(
+            200,
+            json={
+                "rowNumber": 2,
+                "stepIndex": 0,
+                "state": "Failed",
+                "rowData": data,
+                "fixed": True,
+            },
+        )
+    if request.method == "PATCH":
+        return httpx.Response(
+            422, json={"error": "Row data is not valid", "errors": ["age: not a number"]}
+        )
+    return httpx.Response(201, json={"operationId": OP})
+
+
+def test_fix_bulk_row_and_its_refusal() -> None:
+    with Client("http://bulkops.test", transport=httpx.MockTransport(answer)) as client:
+        fixed = client.fix_bulk_row(OP, 2, {"name": "Ann", "age": "36"})
+        with pytest.raises(ApiError) as refused:
+            client.fix_bulk_row(OP, 3, {"name": "Bob", "age": "old"})
+
+    assert fixed.fixed and fixed.row_data == {"name": "Ann", "age": "36"}
+    assert refused.value.status_code == 422 and refused.value.refused
+    assert refused.value.errors == ["age: not a number"]
+    assert refused.value.message == "Row data is not valid"
+
+
+def test_submit_needs_a_file_or_a_source() -> None:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return answer(request)
+
+    with Client("http://bulkops.test", transport=httpx.MockTransport(record)) as client:
+        with pytest.raises(ValueError, match="needs a file, or source_operation_id"):
+            client.submit("import-users")
+        with pytest.raises(ValueError, match="not both"):
+            client.submit("import-users", io.BytesIO(b"name\nx\n"), source_operation_id=OP)
+        created = client.submit(
+            "import-users", source_operation_id=OP, metadata={"requestedBy": "me"}, column_map={}
+        )
+
+    assert str(created) == OP
+    [create] = seen  # metadata and column map given: the source is not read
+    assert create.headers["content-type"].startswith("multipart/form-data")
+    body = create.read()
+    assert b'name="sourceOperationId"\r\n\r\n' + OP.encode() in body
+    assert b'name="file"' not in body
