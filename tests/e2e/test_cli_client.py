@@ -116,7 +116,7 @@ def test_json_shapes_and_reads(instance: str, tmp_path: Path) -> None:
     assert events[0]["type"] == "Created" and events[-1]["type"] == "Completed"
     assert [row["rowNumber"] for row in rows] == [1, 2]
     table = bulkops(instance, "errors", operation_id)
-    assert "bob-at-example" in table.stdout and "1 failed rows" in table.stdout
+    assert "bob-at-example" in table.stdout and "1 failed rows" in table.stderr
     template = bulkops(instance, "template", "import-users")
     assert template.stdout.startswith("name,email")
     original = tmp_path / "original.csv"
@@ -193,3 +193,67 @@ def test_the_sync_client_and_events_prune(spawn: Callable[..., Process], tmp_pat
     with Client(url) as client:
         assert client.get_bulk_events(operation_id) == []
     assert usage.returncode == 2 and "--older-than" in usage.stderr
+
+
+def test_piped_lists_are_tab_separated_lines_with_full_values(
+    instance: str, tmp_path: Path
+) -> None:
+    # Long values that a table on an 80-column terminal would cut or wrap.
+    email = "not-an-email-" + "x" * 120
+    mixed = write(tmp_path, "mixed.csv", f"name,email,age\nAda,ada@example.com,36\nBob,{email},3\n")
+    created = bulkops(instance, "submit", str(mixed), "-o", "import-users", "--metadata", META)
+    operation_id = created.stdout.strip()
+    wait_terminal(instance, operation_id)
+
+    listing = bulkops(instance, "list")
+    errors = bulkops(instance, "errors", operation_id)
+    rows = bulkops(instance, "rows", operation_id)
+    operations = bulkops(instance, "operations")
+
+    for result in (listing, errors, rows, operations):
+        assert result.returncode == 0, result.stderr
+        assert not set("│┃━─┏╭…") & set(result.stdout), result.stdout
+        lines = result.stdout.splitlines()
+        assert all(len(line.split("\t")) == len(lines[0].split("\t")) for line in lines)
+    header, *items = listing.stdout.splitlines()
+    assert header.startswith("id\toperationName\tstatus\t")
+    [item] = items
+    assert item.split("\t")[:3] == [operation_id, "import-users", "CompletedWithErrors"]
+    header, *items = errors.stdout.splitlines()
+    [failed] = [dict(zip(header.split("\t"), line.split("\t"), strict=True)) for line in items]
+    assert failed["rowNumber"] == "2" and failed["errorType"] == "Validation"
+    assert email in failed["errorMessage"]
+    assert [line.split("\t")[:3] for line in rows.stdout.splitlines()[1:]] == [
+        ["1", "ada@example.com", "Completed"],
+        ["2", email, "Failed"],
+    ]
+    assert any(line.startswith("import-users\t") for line in operations.stdout.splitlines())
+
+
+def test_export_state_keeps_only_those_rows(instance: str, tmp_path: Path) -> None:
+    mixed = write(tmp_path, "mixed.csv", MIXED)
+    created = bulkops(instance, "submit", str(mixed), "-o", "import-users", "--metadata", META)
+    operation_id = created.stdout.strip()
+    wait_terminal(instance, operation_id)
+    failed_csv = tmp_path / "failed.csv"
+
+    exported = bulkops(
+        instance,
+        "export",
+        operation_id,
+        "--state",
+        "Failed",
+        "--mode",
+        "data",
+        "-o",
+        str(failed_csv),
+    )
+    report = bulkops(instance, "export", operation_id, "--state", "completed", "--format", "jsonl")
+
+    assert exported.returncode == 0, exported.stderr
+    header, *lines = failed_csv.read_text().splitlines()
+    assert header == "name,email,age,_rowNumber,_state,_errorType,_errorMessage"
+    assert [line.split(",")[:5] for line in lines] == [
+        ["Bob", "bob-at-example", "3", "2", "Failed"]
+    ]
+    assert [json.loads(line)["rowNumber"] for line in report.stdout.splitlines()] == [1]
