@@ -441,13 +441,15 @@ def answer_fix(request: httpx.Request) -> httpx.Response:
 
 
 def route_fixes(service: Service, *numbers: int) -> None:
+    """The operation has ended with these rows failed, and takes fixes for them."""
+    service.on("GET", f"/api/bulks/{OP}/errors", page([error_item(n) for n in numbers]))
     for number in numbers:
         service.on("PATCH", f"/api/bulks/{OP}/rows/{number}", answer_fix)
 
 
 def test_fix_sends_each_row_then_retries_the_fixed_ones(service: Service, tmp_path: Path) -> None:
     service.on("GET", f"/api/bulks/{OP}", detail())
-    route_fixes(service, 2, 3, 4, 6)
+    route_fixes(service, 2, 3, 6)
     service.on(
         "POST", f"/api/bulks/{OP}/retry/rows", {"rowsSubmitted": 2, "rowsSkipped": 0}, status=202
     )
@@ -463,7 +465,7 @@ def test_fix_sends_each_row_then_retries_the_fixed_ones(service: Service, tmp_pa
     [retry] = service.requests("POST", f"/api/bulks/{OP}/retry/rows")
     assert json.loads(retry.content) == {"rowNumbers": [2, 6]}
     assert "row 3 refused: email: not an email" in result.stderr
-    assert "2 rows fixed, 1 refused, 1 skipped (not Failed)" in result.stdout
+    assert "2 rows fixed, 1 refused, 1 skipped (not failed)" in result.stdout
     assert "Retry: 2 rows submitted, 0 skipped" in result.stdout
 
 
@@ -548,6 +550,7 @@ def test_fix_a_refused_retry_and_a_failing_server(service: Service, tmp_path: Pa
 
 def test_fix_refuses_files_that_are_not_data_exports(service: Service, tmp_path: Path) -> None:
     service.on("GET", f"/api/bulks/{OP}", detail())
+    route_fixes(service, 2)
     report = tmp_path / "report.csv"
     report.write_text("rowNumber,state\n2,Failed\n")
     other = tmp_path / "rows.txt"
@@ -563,3 +566,22 @@ def test_fix_refuses_files_that_are_not_data_exports(service: Service, tmp_path:
     assert wrong_kind.exit_code == 2 and ".csv, .json or .jsonl" in wrong_kind.stderr
     assert bad_number.exit_code == 2 and "'two' is not a row number" in bad_number.stderr
     assert [r for r in service.seen if r.method == "PATCH"] == []
+
+
+def test_fix_again_leaves_rows_that_no_longer_fail(service: Service, tmp_path: Path) -> None:
+    service.on("GET", f"/api/bulks/{OP}", detail())
+    route_fixes(service, 3)  # rows 2 and 6 were fixed and retried by an earlier run
+    service.on(
+        "POST", f"/api/bulks/{OP}/retry/rows", {"rowsSubmitted": 1, "rowsSkipped": 0}, status=202
+    )
+    export = tmp_path / "failed.csv"
+    export.write_text(
+        "name,email,_rowNumber,_state\n"
+        "Ann,ann@example.com,2,Failed\nBob,bob@example.com,3,Failed\nDi,di@example.com,6,Failed\n"
+    )
+
+    result = bulkops("fix", OP, str(export))
+
+    assert result.exit_code == 0, result.output
+    assert [r.url.path for r in service.seen if r.method == "PATCH"] == [f"/api/bulks/{OP}/rows/3"]
+    assert "1 rows fixed, 0 refused, 2 skipped (not failed)" in result.stdout

@@ -3,7 +3,8 @@
 FILE is what ``bulkops export ID --mode data`` wrote (CSV, JSON or JSON Lines): the file's
 own columns plus ``_rowNumber``, ``_state``, ``_errorType`` and ``_errorMessage``. Each row's
 own columns (every column not starting with ``_``) are sent as that row's fix; rows whose
-``_state`` says they did not fail are left alone. The server checks each fix at once: the
+``_state`` says they did not fail, or that no longer fail (fixed and retried by an earlier
+run of the same file), are left alone. The server checks each fix at once: the
 refused ones are listed on stderr with the server's reasons and make the exit code 2. The
 fixed rows are then retried (unless ``--no-retry``), and a summary printed.
 """
@@ -91,8 +92,14 @@ def fix(
     records = read_export(file)
     report = FixReport()
     with connected(url, token) as client:
-        client.get_bulk(operation_id)  # an unknown id is one clear error, not one per row
+        # An unknown id is one clear error, not one per row.
+        operation = client.get_bulk(operation_id)
+        failing = None
+        if operation.status.is_terminal:  # else every fix is refused, and the server says why
+            failing = {row.row_number for row in client.iter_errors(operation_id, page_size=1000)}
         for row in records:
+            if failing is not None and row.number is not None and row.number not in failing:
+                row = row._replace(skipped=True)
             _send(client, operation_id, row, report)
         if report.fixed and not no_retry:
             try:
@@ -133,7 +140,7 @@ def _print(report: FixReport, operation_id: str, *, as_json: bool, retried: bool
         typer.echo(f"Error: {where} refused: {'; '.join(problems)}", err=True)
     parts = [f"{len(report.fixed)} rows fixed", f"{len(report.refused)} refused"]
     if report.skipped:
-        parts.append(f"{len(report.skipped)} skipped (not Failed)")
+        parts.append(f"{len(report.skipped)} skipped (not failed)")
     typer.echo(", ".join(parts))
     if report.retry is not None:
         typer.echo(
