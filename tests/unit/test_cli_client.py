@@ -298,6 +298,7 @@ def test_a_piped_list_is_tab_separated_with_full_values(service: Service) -> Non
         "dryRun",
         "createdBy",
         "createdAt",
+        "tenant",
     ]
     assert lines[1].split("\t") == [
         OP,
@@ -310,9 +311,10 @@ def test_a_piped_list_is_tab_separated_with_full_values(service: Service) -> Non
         "true",
         "alice",
         "2026-11-27T10:00:00+00:00",
+        "acme",
     ]
     assert lines[2].split("\t")[:3] == [other, "import-users", "Running"]
-    assert lines[2].split("\t")[6:8] == ["0", "false"]
+    assert lines[2].split("\t")[6:8] == ["0", "false"] and lines[2].endswith("\t")
     assert len(lines) == 3
     assert not set("│┃━─┏╭…") & set(result.stdout)
     assert "2 operations in all" in result.stderr

@@ -200,6 +200,7 @@ LIST_COLUMNS: list[Column[Operation]] = [
     Column("dryRun", "Dry run", lambda o: o.dry_run, in_table=False),
     Column("createdBy", "Created by", lambda o: o.created_by),
     Column("createdAt", "Created at", lambda o: o.created_at),
+    Column("tenant", "Tenant", lambda o: o.tenant, in_table=False),
 ]
 
 

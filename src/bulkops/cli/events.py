@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from bulkops.cli.common import AsJson, Token, Url, connected, fail, jsonable
+from bulkops.cli.listing import field
 from bulkops.client.http import DEFAULT_URL
 
 
@@ -37,9 +38,10 @@ def events(
         if as_json:
             typer.echo(json.dumps(jsonable(event), default=str))
         else:
+            # One line per event, whatever its message holds.
             typer.echo(
                 f"{event.sequence}\t{event.timestamp.isoformat(timespec='seconds')}\t"
-                f"{event.type}\t{event.operation_id}\t{event.message}"
+                f"{event.type}\t{event.operation_id}\t{field(event.message)}"
             )
 
     with connected(url, token) as client:
