@@ -12,6 +12,10 @@ page through failed rows and follow the event feed::
         for row in bulkops.iter_errors(operation_id):
             print(row.row_number, row.error_message)
 
+A dry run (``submit(..., dry_run=True)``) validates every row and processes none; a failed
+row is corrected in place with ``fix_bulk_row(id, row_number, row_data)``, and
+``submit(name, source_operation_id=id)`` runs the same file again with its fixes applied.
+
 Every answer other than 2xx raises ``ApiError`` with its status code and error body.
 """
 
