@@ -15,8 +15,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from bulkops.cli import common as cli_common
-from bulkops.cli import listing as cli_listing
+from bulkops.cli.client import common as cli_common
+from bulkops.cli.client import listing as cli_listing
 from bulkops.cli.main import app
 from bulkops.client import Client
 

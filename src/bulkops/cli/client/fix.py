@@ -19,7 +19,7 @@ from typing import Annotated, Any, NamedTuple
 
 import typer
 
-from bulkops.cli.common import (
+from bulkops.cli.client.common import (
     EXIT_REFUSED,
     AsJson,
     OperationId,

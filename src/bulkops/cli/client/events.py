@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from bulkops.cli.common import AsJson, Token, Url, connected, fail, jsonable
-from bulkops.cli.listing import field
+from bulkops.cli.client.common import AsJson, Token, Url, connected, fail, jsonable
+from bulkops.cli.client.listing import field
 from bulkops.client.http import DEFAULT_URL
 
 

@@ -1,24 +1,16 @@
-"""The command-line client: drive a bulkops service (or gateway) over HTTP.
-
-Every command takes ``--url`` (``BULKOPS_URL``), ``--token`` (``BULKOPS_TOKEN``) and
-``--json`` (print the server's JSON). Exit codes: 0 success (with ``--wait``: Completed),
-3 CompletedWithErrors, 4 Failed, 5 Cancelled, 2 a request the server refused (4xx) or a
-usage error, 1 anything else (server unreachable, 5xx). Piped, ``list``, ``errors``,
-``rows`` and ``operations`` print tab-separated lines (``bulkops.cli.listing``).
-"""
+"""The client commands other than ``events`` and ``fix``: one function per command."""
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from bulkops.cli.common import (
+from bulkops.cli.client.common import (
     EXIT_BY_STATUS,
     EXIT_OTHER,
     AsJson,
@@ -31,10 +23,8 @@ from bulkops.cli.common import (
     json_argument,
     print_status,
 )
-from bulkops.cli.events import events
-from bulkops.cli.fix import fix
-from bulkops.cli.listing import Column, show
-from bulkops.cli.progress import follow
+from bulkops.cli.client.listing import Column, show
+from bulkops.cli.client.progress import follow
 from bulkops.client.http import DEFAULT_URL
 from bulkops.client.models import (
     Operation,
@@ -42,50 +32,6 @@ from bulkops.client.models import (
     RowError,
     RowProgress,
 )
-
-PruneEvents = Callable[[float | None], None]
-
-
-def register(app: typer.Typer, *, prune_events: PruneEvents | None = None) -> None:
-    """Add the client commands to the ``bulkops`` command.
-
-    ``prune_events(older_than_days)`` serves ``bulkops events prune --older-than DAYS``:
-    it works on the configured database, not over HTTP, so the caller supplies it and this
-    module stays a client of the HTTP API alone.
-    """
-    for command in (
-        operations,
-        submit,
-        list_operations,
-        status,
-        wait,
-        errors,
-        rows,
-        cancel,
-        retry,
-        signal,
-        _events_or_prune(prune_events),
-        export,
-        download,
-        template,
-        fix,
-    ):
-        name = "list" if command is list_operations else command.__name__
-        app.command(name)(command)
-
-
-def _events_or_prune(prune: PruneEvents | None) -> Callable[..., None]:
-    """The ``events`` command, which hands ``events prune`` to ``prune``."""
-
-    @functools.wraps(events)
-    def command(**arguments: Any) -> None:
-        if prune is not None and arguments.get("operation_id") == "prune":
-            prune(arguments.get("older_than"))
-            return
-        events(**arguments)
-
-    return command
-
 
 OPERATION_COLUMNS: list[Column[OperationDescriptor]] = [
     Column("name", "Operation", lambda d: d.name),
