@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bulkops.cli.client.fix import Fix, read_export
 from bulkops.client import Client
 from tests.e2e.conftest import Process, serve, status_of, wait_for, wait_terminal
 
@@ -257,3 +258,23 @@ def test_export_state_keeps_only_those_rows(instance: str, tmp_path: Path) -> No
         ["Bob", "bob-at-example", "3", "2", "Failed"]
     ]
     assert [json.loads(line)["rowNumber"] for line in report.stdout.splitlines()] == [1]
+    # The workbook export reads back, for `bulkops fix`, as the CSV one does.
+    workbook = tmp_path / "failed.xlsx"
+    spreadsheet = bulkops(
+        instance,
+        "export",
+        operation_id,
+        "--state",
+        "Failed",
+        "--mode",
+        "data",
+        "--format",
+        "xlsx",
+        "-o",
+        str(workbook),
+    )
+    assert spreadsheet.returncode == 0, spreadsheet.stderr
+    assert list(read_export(workbook)) == list(read_export(failed_csv))
+    assert list(read_export(workbook)) == [
+        Fix(2, {"name": "Bob", "email": "bob-at-example", "age": "3"})
+    ]

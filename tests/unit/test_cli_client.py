@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
@@ -406,6 +407,12 @@ def test_on_a_terminal_lists_are_tables(service: Service, monkeypatch: pytest.Mo
     assert result.exit_code == 0
     assert "┃" in result.stdout or "│" in result.stdout
     assert "Error type" in result.stdout and "1 failed rows" in result.stdout
+    service.on("GET", "/api/bulks", page([detail(tenant="acme")]))
+    with_tenant = bulkops("list")
+    service.on("GET", "/api/bulks", page([detail()]))
+    without = bulkops("list")
+    assert "Tenant" in with_tenant.stdout and "acme" in with_tenant.stdout
+    assert "Tenant" not in without.stdout and "operations in all" in without.stdout
 
 
 def test_json_output_is_unchanged_when_piped(service: Service) -> None:
@@ -565,7 +572,7 @@ def test_fix_refuses_files_that_are_not_data_exports(service: Service, tmp_path:
     bad_number = bulkops("fix", OP, str(odd), "--no-retry")
 
     assert no_numbers.exit_code == 2 and "no _rowNumber column" in no_numbers.stderr
-    assert wrong_kind.exit_code == 2 and ".csv, .json or .jsonl" in wrong_kind.stderr
+    assert wrong_kind.exit_code == 2 and ".csv, .json, .jsonl or .xlsx" in wrong_kind.stderr
     assert bad_number.exit_code == 2 and "'two' is not a row number" in bad_number.stderr
     assert [r for r in service.seen if r.method == "PATCH"] == []
 
@@ -587,3 +594,32 @@ def test_fix_again_leaves_rows_that_no_longer_fail(service: Service, tmp_path: P
     assert result.exit_code == 0, result.output
     assert [r.url.path for r in service.seen if r.method == "PATCH"] == [f"/api/bulks/{OP}/rows/3"]
     assert "1 rows fixed, 0 refused, 2 skipped (not failed)" in result.stdout
+
+
+def test_fix_from_a_workbook_sends_cells_as_csv_text(service: Service, tmp_path: Path) -> None:
+    import openpyxl
+
+    service.on("GET", f"/api/bulks/{OP}", detail())
+    route_fixes(service, 2, 3)
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["name", "email", "age", "joined", "_rowNumber", "_state"])
+    sheet.append(["Ann", "ann@example.com", 36.0, datetime(2026, 1, 2), 2, "Failed"])
+    sheet.append([None, None, None, None, None, None])  # a blank row is no row
+    sheet.append(["Bob", "bob@example.com", None, datetime(2026, 1, 2, 9, 30), 3, "Failed"])
+    export = tmp_path / "failed.xlsx"
+    book.save(export)
+    broken = tmp_path / "broken.xlsx"
+    broken.write_bytes(b"not a zip")
+
+    result = bulkops("fix", OP, str(export), "--no-retry")
+    unreadable = bulkops("fix", OP, str(broken))
+
+    assert result.exit_code == 0, result.output
+    bodies = [json.loads(r.content)["rowData"] for r in service.seen if r.method == "PATCH"]
+    assert bodies == [
+        {"name": "Ann", "email": "ann@example.com", "age": "36", "joined": "2026-01-02"},
+        {"name": "Bob", "email": "bob@example.com", "age": "", "joined": "2026-01-02T09:30:00"},
+    ]
+    assert unreadable.exit_code == 2 and "not a readable workbook" in unreadable.stderr

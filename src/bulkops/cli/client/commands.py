@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -170,7 +171,10 @@ def list_operations(
             page_size=page_size,
         )
     summary = f"Page {found.page}, {found.total_count} operations in all"
-    emit(found, as_json, lambda: show(found.items, LIST_COLUMNS, summary))
+    columns = LIST_COLUMNS
+    if any(item.tenant for item in found.items):  # a service without tenants lists as before
+        columns = [replace(c, in_table=True) if c.name == "tenant" else c for c in columns]
+    emit(found, as_json, lambda: show(found.items, columns, summary))
 
 
 def status(
@@ -320,9 +324,7 @@ def signal(
 def export(
     operation_id: OperationId,
     mode: Annotated[str, typer.Option("--mode", help="report or data")] = "report",
-    file_format: Annotated[
-        str, typer.Option("--format", help="csv, json, jsonl (or xlsx where served)")
-    ] = "csv",
+    file_format: Annotated[str, typer.Option("--format", help="csv, json, jsonl or xlsx")] = "csv",
     state: Annotated[
         str | None, typer.Option("--state", help="Only rows in this state, e.g. Failed")
     ] = None,

@@ -1,10 +1,10 @@
 """``bulkops fix ID FILE``: a corrected data export goes back into its operation.
 
-FILE is what ``bulkops export ID --mode data`` wrote (CSV, JSON or JSON Lines): the file's
-own columns plus ``_rowNumber``, ``_state``, ``_errorType`` and ``_errorMessage``. Each row's
-own columns (every column not starting with ``_``) are sent as that row's fix; rows whose
-``_state`` says they did not fail, or that no longer fail (fixed and retried by an earlier
-run of the same file), are left alone. The server checks each fix at once: the
+FILE is what ``bulkops export ID --mode data`` wrote (CSV, JSON, JSON Lines or XLSX): the
+file's own columns plus ``_rowNumber``, ``_state``, ``_errorType`` and ``_errorMessage``.
+Each row's own columns (every column not starting with ``_``) are sent as that row's fix;
+rows whose ``_state`` says they did not fail, or that no longer fail (fixed and retried by
+an earlier run of the same file), are left alone. The server checks each fix at once: the
 refused ones are listed on stderr with the server's reasons and make the exit code 2. The
 fixed rows are then retried (unless ``--no-retry``), and a summary printed.
 """
@@ -14,6 +14,8 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
+from datetime import date, datetime
+from datetime import time as dt_time
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -75,7 +77,7 @@ def fix(
     file: Annotated[
         Path,
         typer.Argument(
-            help="A data export (csv, json or jsonl) with _rowNumber, corrected",
+            help="A data export (csv, json, jsonl or xlsx) with _rowNumber, corrected",
             exists=True,
             dir_okay=False,
             show_default=False,
@@ -164,8 +166,12 @@ def read_export(path: Path) -> Iterator[Fix]:
         rows = _json_rows(path)
     elif suffix in (".jsonl", ".ndjson"):
         rows = _jsonl_rows(path)
+    elif suffix == ".xlsx":
+        rows = _xlsx_rows(path)
     else:
-        raise fail(f"{path.name}: a data export is .csv, .json or .jsonl, not {suffix or '?'}")
+        raise fail(
+            f"{path.name}: a data export is .csv, .json, .jsonl or .xlsx, not {suffix or '?'}"
+        )
     return _fixes(path, rows)
 
 
@@ -215,6 +221,47 @@ def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
             except ValueError as exc:
                 raise fail(f"{path.name} line {number} is not JSON: {exc}") from None
             yield _object(path, item)
+
+
+def _xlsx_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The first worksheet's rows under its first non-empty row, cells as a CSV cell would
+    read them (a blank cell is an empty string, as in a CSV export)."""
+    from zipfile import BadZipFile
+
+    import openpyxl
+
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except (BadZipFile, OSError, KeyError, ValueError) as exc:
+        raise fail(f"{path.name} is not a readable workbook: {exc}") from None
+    try:
+        header: list[str] | None = None
+        for values in book.worksheets[0].iter_rows(values_only=True):
+            cells = [_cell_text(value) for value in values]
+            if not any(cells):
+                continue
+            if header is None:
+                header = cells
+                continue
+            yield {
+                name: cells[i] if i < len(cells) else "" for i, name in enumerate(header) if name
+            }
+    finally:
+        book.close()
+
+
+def _cell_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, datetime) and value == datetime.combine(value.date(), dt_time()):
+        return value.date().isoformat()
+    if isinstance(value, date | dt_time):
+        return value.isoformat()
+    return str(value)
 
 
 def _object(path: Path, item: Any) -> dict[str, Any]:
