@@ -278,3 +278,71 @@ def test_export_state_keeps_only_those_rows(instance: str, tmp_path: Path) -> No
     assert list(read_export(workbook)) == [
         Fix(2, {"name": "Bob", "email": "bob-at-example", "age": "3"})
     ]
+
+
+TRY = (
+    "name,email,age\n"
+    "Ada,ada@example.com,36\n"
+    "Bob,bob-at-example,41\n"
+    "Cy,cy-at-example,29\n"
+    "Dee,dee@blocked.example,50\n"  # valid, but refused by process_row
+)
+
+
+def test_dry_run_fix_then_run_from_it(instance: str, tmp_path: Path) -> None:
+    source = write(tmp_path, "users.csv", TRY)
+    created = bulkops(
+        instance, "submit", str(source), "-o", "import-users", "--metadata", META, "--dry-run"
+    )
+    trial = created.stdout.strip()
+    waited = bulkops(instance, "wait", trial, "--poll-interval", "0.1")
+
+    # A dry run validates every row and processes none: Dee's blocked domain is not seen.
+    assert waited.returncode == 3, waited.stderr
+    failed_csv = tmp_path / "failed.csv"
+    exported = bulkops(
+        instance, "export", trial, "--state", "Failed", "--mode", "data", "-o", str(failed_csv)
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert [row.number for row in read_export(failed_csv)] == [2, 3]
+
+    # Bob gets a valid address, Cy another invalid one: Cy is refused, Bob fixed and retried.
+    edited = failed_csv.read_text().replace("bob-at-example", "bob@example.com")
+    failed_csv.write_text(edited.replace("cy-at-example", "cy-still-wrong"))
+    first = bulkops(instance, "fix", trial, str(failed_csv))
+
+    assert first.returncode == 2, first.stdout + first.stderr
+    assert "row 3 refused" in first.stderr and "cy-still-wrong" in first.stderr
+    assert "1 rows fixed, 1 refused" in first.stdout and "Retry: 1 rows submitted" in first.stdout
+    wait_terminal(instance, trial)
+    errors = bulkops(instance, "errors", trial)
+    assert [line.split("\t")[0] for line in errors.stdout.splitlines()[1:]] == ["3"]
+    rows = bulkops(instance, "rows", trial)
+    fixed = {line.split("\t")[0]: line.split("\t")[-1] for line in rows.stdout.splitlines()[1:]}
+    assert fixed == {"1": "false", "2": "true", "3": "false", "4": "false"}
+
+    # Cy corrected in the same file: Bob no longer fails and is left alone.
+    failed_csv.write_text(edited.replace("cy-at-example", "cy@example.com"))
+    second = bulkops(instance, "fix", trial, str(failed_csv), "--json")
+
+    assert second.returncode == 0, second.stderr
+    report = json.loads(second.stdout)
+    assert report["fixed"] == [3] and report["skipped"] == [2] and report["refused"] == []
+    wait_terminal(instance, trial)
+
+    # Run for real from the dry run: no file, same metadata, fixed rows applied.
+    run = bulkops(instance, "submit", "--from", trial, "--wait", "--poll-interval", "0.1")
+    real = run.stdout.splitlines()[0]
+
+    assert run.returncode == 3, run.stderr  # Dee fails at processing this time
+    with Client(instance) as client:
+        detail = client.get_bulk(real)
+        trial_detail = client.get_bulk(trial)
+        failures = list(client.iter_errors(real))
+        done = [row.row_number for row in client.iter_rows(real, state="Completed")]
+    assert trial_detail.dry_run and trial_detail.status.value == "Completed"
+    assert not detail.dry_run and str(detail.source_operation_id) == trial
+    assert detail.metadata == json.loads(META)
+    assert detail.operation_name == "import-users"
+    assert [(row.row_number, row.error_type) for row in failures] == [(4, "Processing")]
+    assert done == [1, 2, 3]

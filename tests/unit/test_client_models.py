@@ -98,13 +98,14 @@ def test_submit_needs_a_file_or_a_source() -> None:
             client.submit("import-users")
         with pytest.raises(ValueError, match="not both"):
             client.submit("import-users", io.BytesIO(b"name\nx\n"), source_operation_id=OP)
-        created = client.submit(
-            "import-users", source_operation_id=OP, metadata={"requestedBy": "me"}, column_map={}
-        )
+        with pytest.raises(ValueError, match="operation name"):
+            client.submit(None, io.BytesIO(b"name\nx\n"))
+        created = client.submit(None, source_operation_id=OP)
 
     assert str(created) == OP
-    [create] = seen  # metadata and column map given: the source is not read
+    [create] = seen
     assert create.headers["content-type"].startswith("multipart/form-data")
     body = create.read()
     assert b'name="sourceOperationId"\r\n\r\n' + OP.encode() in body
     assert b'name="file"' not in body
+    assert b'name="operationName"' not in body and b'name="metadata"' not in body

@@ -74,7 +74,7 @@ class AsyncClient(HttpSession):
 
     async def create_bulk(
         self,
-        operation_name: str,
+        operation_name: str | None,
         file: FileInput | None = None,
         metadata: Metadata = None,
         *,
@@ -90,7 +90,8 @@ class AsyncClient(HttpSession):
         """Create an operation (``POST /api/bulks``) from an uploaded file, or with
         ``source_operation_id`` from an earlier operation's stored file (its fixed rows'
         data applied; no file then). ``dry_run``: validate every row, process none;
-        ``priority``: -10 to 10; ``sheet``: the worksheet of an ``.xlsx`` file.
+        ``priority``: -10 to 10; ``sheet``: the worksheet of an ``.xlsx`` file. From an
+        earlier operation, what is left out (``operation_name`` None included) is its own.
 
         Raises:
             ValueError: Neither a file nor ``source_operation_id``, or both.
@@ -328,7 +329,7 @@ class AsyncClient(HttpSession):
 
     async def submit(
         self,
-        operation: str,
+        operation: str | None,
         file: FileInput | None = None,
         metadata: Metadata = None,
         *,
@@ -341,21 +342,19 @@ class AsyncClient(HttpSession):
     ) -> UUID:
         """Create an operation from a file, or from an earlier operation's stored file
         (``source_operation_id``, no file: typically a dry run's, once its rows are fixed);
-        returns its id. Run from an earlier operation, the metadata and column map default
-        to that operation's own.
+        returns its id. Run from an earlier operation, the operation name (None), metadata
+        and column map left out are that operation's own.
 
         Raises:
-            ValueError: Neither a file nor ``source_operation_id``, or both.
+            ValueError: Neither a file nor ``source_operation_id``, or both; no operation
+                name with a file.
         """
         if file is None and source_operation_id is None:
             raise ValueError(
                 "submit needs a file, or source_operation_id to run from an earlier operation"
             )
-        if source_operation_id is not None and file is None:
-            if metadata is None or column_map is None:
-                source = await self.get_bulk(source_operation_id)
-                metadata = source.metadata if metadata is None else metadata
-                column_map = source.column_map if column_map is None else column_map
+        if operation is None and file is not None:
+            raise ValueError("submit needs the operation name of the file")
         created = await self.create_bulk(
             operation,
             file,

@@ -103,7 +103,7 @@ class Client:
 
     def create_bulk(
         self,
-        operation_name: str,
+        operation_name: str | None,
         file: FileInput | None = None,
         metadata: Metadata = None,
         **options: Any,
@@ -201,7 +201,7 @@ class Client:
 
     def submit(
         self,
-        operation: str,
+        operation: str | None,
         file: FileInput | None = None,
         metadata: Metadata = None,
         *,

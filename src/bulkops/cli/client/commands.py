@@ -109,10 +109,8 @@ def submit(
     if columns is not None and not isinstance(columns, dict):
         raise fail("--column-map must be a JSON object")
     with connected(url, token) as client:
-        # Without a FILE there is a source: its operation name is the default.
-        name = operation if operation is not None else client.get_bulk(str(source)).operation_name
         operation_id = client.submit(
-            name,
+            operation,
             file,
             meta,
             column_map=columns,
