@@ -346,3 +346,45 @@ def test_dry_run_fix_then_run_from_it(instance: str, tmp_path: Path) -> None:
     assert detail.operation_name == "import-users"
     assert [(row.row_number, row.error_type) for row in failures] == [(4, "Processing")]
     assert done == [1, 2, 3]
+
+
+def test_submit_a_workbook_sheet_and_a_gzip_file(instance: str, tmp_path: Path) -> None:
+    import gzip
+
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    first = book.active
+    assert first is not None
+    first.title = "Notes"
+    first.append(["nothing to import here"])
+    people = book.create_sheet("People")
+    people.append(["name", "email", "age"])
+    people.append(["Ada", "ada@example.com", 36])
+    people.append(["Bob", "bob-at-example", 41])
+    workbook = tmp_path / "users.xlsx"
+    book.save(workbook)
+    packed = tmp_path / "users.csv.gz"
+    packed.write_bytes(gzip.compress(USERS.encode()))
+    submit = [
+        "submit",
+        "-o",
+        "import-users",
+        "--metadata",
+        META,
+        "--wait",
+        "--poll-interval",
+        "0.1",
+    ]
+
+    sheet = bulkops(instance, *submit, str(workbook), "--sheet", "People", "--dry-run")
+    unknown = bulkops(instance, *submit, str(workbook), "--sheet", "Staff")
+    compressed = bulkops(instance, *submit, str(packed))
+
+    assert sheet.returncode == 3, sheet.stderr  # Bob's address fails validation
+    with Client(instance) as client:
+        detail = client.get_bulk(sheet.stdout.splitlines()[0])
+        assert detail.dry_run and (detail.total_rows, detail.error_count) == (2, 1)
+        assert client.get_bulk(compressed.stdout.splitlines()[0]).total_rows == 2
+    assert unknown.returncode == 2 and "People" in unknown.stderr and "Notes" in unknown.stderr
+    assert compressed.returncode == 0, compressed.stderr
