@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from bulkops.client import ApiError, AsyncClient
-from bulkops.storage.states import ErrorType, OperationStatus
+from bulkops.client import ApiError, AsyncClient, ErrorType, OperationStatus
 from tests.integration.conftest import ClientFactory
 
 META = {"requestedBy": "tests"}

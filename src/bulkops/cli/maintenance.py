@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import typer
 
-from bulkops.cli.client import fail
+from bulkops.cli.client.common import fail
 
 
 def prune_events(older_than: float | None) -> None:

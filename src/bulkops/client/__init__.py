@@ -12,6 +12,10 @@ page through failed rows and follow the event feed::
         for row in bulkops.iter_errors(operation_id):
             print(row.row_number, row.error_message)
 
+A dry run (``submit(..., dry_run=True)``) validates every row and processes none; a failed
+row is corrected in place with ``fix_bulk_row(id, row_number, row_data)``, and
+``submit(name, source_operation_id=id)`` runs the same file again with its fixes applied.
+
 Every answer other than 2xx raises ``ApiError`` with its status code and error body.
 """
 
@@ -33,21 +37,25 @@ from bulkops.client.models import (
     ValidationResult,
 )
 from bulkops.client.sync_client import Client
+from bulkops.wire import ErrorType, OperationStatus, RowState
 
 __all__ = [
     "ApiError",
     "AsyncClient",
     "Client",
     "CreateResult",
+    "ErrorType",
     "Event",
     "Operation",
     "OperationDescriptor",
+    "OperationStatus",
     "Page",
     "RetryEligibility",
     "RetryHistoryItem",
     "RetryResult",
     "RowError",
     "RowProgress",
+    "RowState",
     "SignalResult",
     "StatusView",
     "ValidationResult",

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 from uuid import UUID
 
-import httpx
-import stamina
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 
 from bulkops.client.errors import ApiError
+from bulkops.client.http import DEFAULT_URL as DEFAULT_URL
+from bulkops.client.http import HttpSession, query
 from bulkops.client.models import (
     CreateResult,
     Event,
@@ -31,37 +29,15 @@ from bulkops.client.models import (
     StatusView,
     ValidationResult,
 )
+from bulkops.client.uploads import FileInput, FilePart, Metadata, form_fields, metadata_json
 
-DEFAULT_URL = "http://127.0.0.1:8000"
-MEDIA_TYPES = {
-    ".csv": "text/csv",
-    ".json": "application/json",
-    ".jsonl": "application/x-ndjson",
-    ".ndjson": "application/x-ndjson",
-}
-M = TypeVar("M", bound=BaseModel)
-FileInput = str | Path | IO[bytes]
-Metadata = Mapping[str, Any] | BaseModel | None
 ProgressCallback = Callable[[StatusView], Any]
 
 _EVENTS = TypeAdapter(list[Event])
 _DESCRIPTORS = TypeAdapter(list[OperationDescriptor])
 
 
-def _query(**values: Any) -> dict[str, Any]:
-    """Query parameters, leaving out those not given."""
-    return {key: value for key, value in values.items() if value is not None}
-
-
-def _metadata_json(metadata: Metadata) -> str:
-    if metadata is None:
-        return "{}"
-    if isinstance(metadata, BaseModel):
-        return metadata.model_dump_json(by_alias=True)
-    return json.dumps(dict(metadata))
-
-
-class AsyncClient:
+class AsyncClient(HttpSession):
     """The bulkops HTTP API for async code. Use as an async context manager.
 
     Args:
@@ -73,22 +49,6 @@ class AsyncClient:
             once, so a create never runs twice by accident (pass an idempotency key).
     """
 
-    def __init__(
-        self,
-        url: str = DEFAULT_URL,
-        token: str | None = None,
-        timeout: float = 30.0,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-        retries: int = 3,
-    ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.url = url.rstrip("/")
-        self._retries = max(1, retries)
-        self._http = httpx.AsyncClient(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
-        )
-
     async def __aenter__(self) -> AsyncClient:
         return self
 
@@ -99,52 +59,6 @@ class AsyncClient:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connections."""
-        await self._http.aclose()
-
-    # --- the request layer ----------------------------------------------------------------
-
-    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request; a read is retried on connection errors. Raises ApiError."""
-        attempts = self._retries if method == "GET" else 1
-        try:
-            async for attempt in stamina.retry_context(
-                on=httpx.TransportError, attempts=attempts, wait_initial=0.1, wait_max=2.0
-            ):
-                with attempt:
-                    response = await self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            raise ApiError(
-                0, None, f"Cannot reach {self.url}: {exc or type(exc).__name__}"
-            ) from exc
-        if response.status_code >= 400:
-            raise _api_error(response)
-        return response
-
-    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return (await self._send(method, path, **kwargs)).json()
-
-    async def _model(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
-        return model.model_validate(await self._json(method, path, **kwargs))
-
-    async def _stream_to(self, path: str, params: dict[str, Any], out: IO[bytes]) -> int:
-        """Stream a GET answer's body into ``out``; returns the bytes written."""
-        try:
-            async with self._http.stream("GET", path, params=params) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise _api_error(response)
-                written = 0
-                async for chunk in response.aiter_bytes():
-                    out.write(chunk)
-                    written += len(chunk)
-                return written
-        except httpx.TransportError as exc:
-            raise ApiError(
-                0, None, f"Cannot reach {self.url}: {exc or type(exc).__name__}"
-            ) from exc
 
     # --- discovery --------------------------------------------------------------------------
 
@@ -160,27 +74,56 @@ class AsyncClient:
 
     async def create_bulk(
         self,
-        operation_name: str,
-        file: FileInput,
+        operation_name: str | None,
+        file: FileInput | None = None,
         metadata: Metadata = None,
         *,
         column_map: Mapping[str, str] | None = None,
         notifications: Mapping[str, Any] | None = None,
         created_by: str | None = None,
         idempotency_key: str | None = None,
+        dry_run: bool = False,
+        source_operation_id: UUID | str | None = None,
+        priority: int | None = None,
+        sheet: str | None = None,
     ) -> CreateResult:
-        """Upload a file and create an operation (``POST /api/bulks``)."""
-        data = {"operationName": operation_name, "metadata": _metadata_json(metadata)}
-        if column_map is not None:
-            data["columnMap"] = json.dumps(dict(column_map))
-        if notifications is not None:
-            data["notifications"] = json.dumps(dict(notifications))
-        if created_by is not None:
-            data["createdBy"] = created_by
+        """Create an operation (``POST /api/bulks``) from an uploaded file, or with
+        ``source_operation_id`` from an earlier operation's stored file (its fixed rows'
+        data applied; no file then). ``dry_run``: validate every row, process none;
+        ``priority``: -10 to 10; ``sheet``: the worksheet of an ``.xlsx`` file. From an
+        earlier operation, what is left out (``operation_name`` None included) is its own.
+
+        Raises:
+            ValueError: Neither a file nor ``source_operation_id``, or both.
+        """
+        if (file is None) == (source_operation_id is None):
+            raise ValueError(
+                "create needs a file to upload, or source_operation_id to run from an "
+                "earlier operation's file (not both)"
+            )
+        fields = form_fields(
+            operationName=operation_name,
+            metadata=None if metadata is None and file is None else metadata_json(metadata),
+            columnMap=column_map,
+            notifications=notifications,
+            createdBy=created_by,
+            dryRun=True if dry_run else None,
+            sourceOperationId=source_operation_id,
+            priority=priority,
+            sheet=sheet,
+        )
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        with _FilePart(file) as part:
+        if file is None:
             return await self._model(
-                CreateResult, "POST", "/api/bulks", data=data, files={"file": part}, headers=headers
+                CreateResult, "POST", "/api/bulks", files=fields, headers=headers
+            )
+        with FilePart(file) as part:
+            return await self._model(
+                CreateResult,
+                "POST",
+                "/api/bulks",
+                files=[*fields, ("file", part)],
+                headers=headers,
             )
 
     async def validate_bulk(
@@ -190,16 +133,20 @@ class AsyncClient:
         metadata: Metadata = None,
         *,
         column_map: Mapping[str, str] | None = None,
+        sheet: str | None = None,
     ) -> ValidationResult:
         """Check a submission without creating anything; an invalid one is a result with
         ``valid`` False, not an error."""
-        data = {"operationName": operation_name, "metadata": _metadata_json(metadata)}
-        if column_map is not None:
-            data["columnMap"] = json.dumps(dict(column_map))
-        with _FilePart(file) as part:
+        fields = form_fields(
+            operationName=operation_name,
+            metadata=metadata_json(metadata),
+            columnMap=column_map,
+            sheet=sheet,
+        )
+        with FilePart(file) as part:
             try:
                 body = await self._json(
-                    "POST", "/api/bulks/validate", data=data, files={"file": part}
+                    "POST", "/api/bulks/validate", files=[*fields, ("file", part)]
                 )
             except ApiError as exc:
                 if exc.status_code == 422 and isinstance(exc.body, dict) and "valid" in exc.body:
@@ -220,7 +167,7 @@ class AsyncClient:
         source: str | None = None,
     ) -> Page[Operation]:
         """A page of operations, newest first (``source`` only through a gateway)."""
-        params = _query(
+        params = query(
             page=page,
             pageSize=page_size,
             operationName=operation_name,
@@ -252,7 +199,7 @@ class AsyncClient:
         after: int | None = None,
     ) -> Page[RowError]:
         """A page of failed rows (``after``: keyset paging from a ``next_after``)."""
-        params = _query(
+        params = query(
             page=page, pageSize=page_size, errorType=error_type, rowNumber=row_number, after=after
         )
         return await self._model(Page[RowError], "GET", f"/api/bulks/{id}/errors", params=params)
@@ -268,7 +215,7 @@ class AsyncClient:
         after: int | None = None,
     ) -> Page[RowProgress]:
         """A page of rows with their steps (``after``: keyset paging)."""
-        params = _query(page=page, pageSize=page_size, state=state, stepName=step_name, after=after)
+        params = query(page=page, pageSize=page_size, state=state, stepName=step_name, after=after)
         return await self._model(Page[RowProgress], "GET", f"/api/bulks/{id}/rows", params=params)
 
     async def get_bulk_file(self, id: UUID | str, out: IO[bytes]) -> int:
@@ -288,7 +235,7 @@ class AsyncClient:
     ) -> int:
         """Stream an export (``mode`` report or data; ``format`` csv, json or jsonl) into
         ``out``; returns the bytes written."""
-        params = _query(
+        params = query(
             mode=mode, format=format, state=state, errorType=error_type, stepName=step_name
         )
         return await self._stream_to(f"/api/bulks/{id}/export", params, out)
@@ -296,6 +243,16 @@ class AsyncClient:
     async def cancel_bulk(self, id: UUID | str) -> StatusView:
         """Cancel; 409 (ApiError) when it already finished."""
         return await self._model(StatusView, "POST", f"/api/bulks/{id}/cancel")
+
+    async def fix_bulk_row(
+        self, id: UUID | str, row_number: int, row_data: Mapping[str, Any]
+    ) -> RowError:
+        """Correct a failed row's data in place (``PATCH /api/bulks/{id}/rows/{rowNumber}``;
+        the whole row, by file column names). The server validates it at once: 422 ApiError
+        with ``errors`` and nothing changed, 409 when the row or operation cannot be fixed.
+        Returns the row with its new ``row_data`` and ``fixed`` True; the next retry uses it."""
+        body = {"rowData": dict(row_data)}
+        return await self._model(RowError, "PATCH", f"/api/bulks/{id}/rows/{row_number}", json=body)
 
     # --- retry ------------------------------------------------------------------------------
 
@@ -321,7 +278,7 @@ class AsyncClient:
         page_size: int | None = None,
     ) -> Page[RetryHistoryItem]:
         """Earlier failures of retried rows."""
-        params = _query(rowNumber=row_number, page=page, pageSize=page_size)
+        params = query(rowNumber=row_number, page=page, pageSize=page_size)
         return await self._model(
             Page[RetryHistoryItem], "GET", f"/api/bulks/{id}/retry/history", params=params
         )
@@ -345,14 +302,14 @@ class AsyncClient:
         self, *, since: int | None = None, limit: int | None = None
     ) -> list[Event]:
         """The event feed across operations, oldest first (``since``: exclusive cursor)."""
-        params = _query(since=since, limit=limit)
+        params = query(since=since, limit=limit)
         return _EVENTS.validate_python(await self._json("GET", "/api/events", params=params))
 
     async def get_bulk_events(
         self, id: UUID | str, *, since: int | None = None, limit: int | None = None
     ) -> list[Event]:
         """One operation's events, oldest first."""
-        params = _query(since=since, limit=limit)
+        params = query(since=since, limit=limit)
         body = await self._json("GET", f"/api/bulks/{id}/events", params=params)
         return _EVENTS.validate_python(body)
 
@@ -372,16 +329,42 @@ class AsyncClient:
 
     async def submit(
         self,
-        operation: str,
-        file: FileInput,
+        operation: str | None,
+        file: FileInput | None = None,
         metadata: Metadata = None,
         *,
         column_map: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        dry_run: bool = False,
+        source_operation_id: UUID | str | None = None,
+        priority: int | None = None,
+        sheet: str | None = None,
     ) -> UUID:
-        """Create an operation from a file; returns its id."""
+        """Create an operation from a file, or from an earlier operation's stored file
+        (``source_operation_id``, no file: typically a dry run's, once its rows are fixed);
+        returns its id. Run from an earlier operation, the operation name (None), metadata
+        and column map left out are that operation's own.
+
+        Raises:
+            ValueError: Neither a file nor ``source_operation_id``, or both; no operation
+                name with a file.
+        """
+        if file is None and source_operation_id is None:
+            raise ValueError(
+                "submit needs a file, or source_operation_id to run from an earlier operation"
+            )
+        if operation is None and file is not None:
+            raise ValueError("submit needs the operation name of the file")
         created = await self.create_bulk(
-            operation, file, metadata, column_map=column_map, idempotency_key=idempotency_key
+            operation,
+            file,
+            metadata,
+            column_map=column_map,
+            idempotency_key=idempotency_key,
+            dry_run=dry_run,
+            source_operation_id=source_operation_id,
+            priority=priority,
+            sheet=sheet,
         )
         return created.operation_id
 
@@ -461,35 +444,3 @@ def _segment(key: str) -> str:
     from urllib.parse import quote
 
     return quote(key, safe="")
-
-
-def _api_error(response: httpx.Response) -> ApiError:
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = response.text
-    return ApiError(response.status_code, body)
-
-
-class _FilePart:
-    """The ``file`` form part: (name, file object, media type); opens a path and closes it."""
-
-    def __init__(self, file: FileInput) -> None:
-        self._file = file
-        self._opened: IO[bytes] | None = None
-
-    def __enter__(self) -> tuple[str, IO[bytes], str]:
-        handle: IO[bytes]
-        if isinstance(self._file, str | Path):
-            path = Path(self._file)
-            self._opened = handle = path.open("rb")
-            name = path.name
-        else:
-            handle = self._file
-            name = Path(str(getattr(handle, "name", "upload.csv"))).name
-        media = MEDIA_TYPES.get(Path(name).suffix.lower(), "application/octet-stream")
-        return name, handle, media
-
-    def __exit__(self, *_: object) -> None:
-        if self._opened is not None:
-            self._opened.close()

@@ -1,6 +1,7 @@
 """Typed answers of the API: snake_case attributes over the API's camelCase JSON.
 
-Fields a newer server (or a gateway: ``sourceService``) adds are kept, not refused.
+Fields a newer server (or a gateway: ``sourceService``) adds are kept, not refused, and
+fields an older server does not send yet take their defaults.
 """
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ class Operation(Model):
     error_message: str | None = None
     column_map: dict[str, str] | None = None
     schema_version: str | None = None
+    priority: int = 0
     tenant: str | None = None  # the creator's tenant; absent for unscoped creators
+    dry_run: bool = False
+    source_operation_id: UUID | None = None
 
 
 class StatusView(Model):
@@ -93,7 +97,8 @@ class StatusView(Model):
 
 
 class RowError(Model):
-    """A failed row (``GET /api/bulks/{id}/errors``)."""
+    """A failed row (``GET /api/bulks/{id}/errors``, and the answer of a fix); ``fixed``:
+    its data was corrected in place and the next retry uses it."""
 
     row_number: int
     row_id: str | None = None
@@ -105,6 +110,7 @@ class RowError(Model):
     retry_attempt: int = 0
     signal_key: str | None = None
     row_data: dict[str, Any] | None = None
+    fixed: bool = False
 
 
 class StepProgress(Model):
@@ -134,6 +140,7 @@ class RowProgress(Model):
     retry_attempt: int = 0
     signal_key: str | None = None
     steps: list[StepProgress] = []
+    fixed: bool = False
 
 
 class Page(Model, Generic[T]):

@@ -14,13 +14,7 @@ from uuid import UUID
 
 import httpx
 
-from bulkops.client.async_client import (
-    DEFAULT_URL,
-    AsyncClient,
-    FileInput,
-    Metadata,
-    ProgressCallback,
-)
+from bulkops.client.async_client import DEFAULT_URL, AsyncClient, ProgressCallback
 from bulkops.client.models import (
     CreateResult,
     Event,
@@ -37,6 +31,7 @@ from bulkops.client.models import (
     StatusView,
     ValidationResult,
 )
+from bulkops.client.uploads import FileInput, Metadata
 
 T = TypeVar("T")
 
@@ -107,7 +102,11 @@ class Client:
         return self._run(self._async.get_operation_template(name))
 
     def create_bulk(
-        self, operation_name: str, file: FileInput, metadata: Metadata = None, **options: Any
+        self,
+        operation_name: str | None,
+        file: FileInput | None = None,
+        metadata: Metadata = None,
+        **options: Any,
     ) -> CreateResult:
         """See ``AsyncClient.create_bulk``."""
         return self._run(self._async.create_bulk(operation_name, file, metadata, **options))
@@ -149,6 +148,12 @@ class Client:
     def cancel_bulk(self, id: UUID | str) -> StatusView:
         """See ``AsyncClient.cancel_bulk``."""
         return self._run(self._async.cancel_bulk(id))
+
+    def fix_bulk_row(
+        self, id: UUID | str, row_number: int, row_data: Mapping[str, Any]
+    ) -> RowError:
+        """See ``AsyncClient.fix_bulk_row``."""
+        return self._run(self._async.fix_bulk_row(id, row_number, row_data))
 
     def get_retry_eligibility(self, id: UUID | str) -> RetryEligibility:
         """See ``AsyncClient.get_retry_eligibility``."""
@@ -196,17 +201,29 @@ class Client:
 
     def submit(
         self,
-        operation: str,
-        file: FileInput,
+        operation: str | None,
+        file: FileInput | None = None,
         metadata: Metadata = None,
         *,
         column_map: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        dry_run: bool = False,
+        source_operation_id: UUID | str | None = None,
+        priority: int | None = None,
+        sheet: str | None = None,
     ) -> UUID:
         """See ``AsyncClient.submit``."""
         return self._run(
             self._async.submit(
-                operation, file, metadata, column_map=column_map, idempotency_key=idempotency_key
+                operation,
+                file,
+                metadata,
+                column_map=column_map,
+                idempotency_key=idempotency_key,
+                dry_run=dry_run,
+                source_operation_id=source_operation_id,
+                priority=priority,
+                sheet=sheet,
             )
         )
 
