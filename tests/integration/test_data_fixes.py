@@ -580,3 +580,9 @@ async def test_a_run_from_an_xlsx_dry_run_reads_the_same_worksheet(
         ("fixable", "process", "ann ann@example.com 30"),
         ("fixable", "process", "bob bob@example.com 41"),
     ]
+    # The worksheet is the operation's own column, never among its notification options,
+    # and the run from the dry run keeps it.
+    operations = runtime_of(client).stores.operations
+    for operation_id in (dry, real):
+        stored = await operations.get(uuid.UUID(operation_id))
+        assert stored is not None and (stored.sheet, stored.notifications) == ("People", None)
