@@ -462,9 +462,11 @@ class SubmissionService:
         upload: Upload | None,
         column_map: str | None = None,
         sheet: str | None = None,
+        created_by: str | None = None,
     ) -> ValidationResult:
         """Check a submission without storing anything (an XLSX file's first worksheet,
         or the one ``sheet`` names; a workbook that cannot be read is a file error).
+        ``created_by`` (who asks) is what ``current_row()`` tells ``validate_row``.
 
         Raises:
             BadRequest: unknown or missing operation, missing file, a malformed column
@@ -494,7 +496,15 @@ class SubmissionService:
                 result.metadata_errors.append(error_text(exc))
         if not result.file_errors:  # a misfit column map makes the file's check moot
             async with self._spooled(self._stream(checked_upload)) as path:
-                checked = await check_file(definition, path, fmt, parsed, columns, sheet)
+                checked = await check_file(
+                    definition,
+                    path,
+                    fmt,
+                    parsed,
+                    columns,
+                    sheet,
+                    created_by=(created_by or "").strip() or ANONYMOUS,
+                )
             result.file_errors.extend(checked.errors)
             result.suggested_column_map = checked.suggested_column_map or None
         result.valid = not (result.metadata_errors or result.file_errors)
