@@ -3,10 +3,12 @@ notifications, the template download, and landing on the new operation's page.""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
 
+from openpyxl import Workbook
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import Console, Instance
@@ -158,3 +160,70 @@ def test_template_download(page: Page) -> None:
         page.get_by_role("button", name="Download template for gated-import").click()
     assert template.value.suggested_filename == "gated-import-template.csv"
     assert Path(template.value.path()).read_text().splitlines()[0] == "name,email,age"
+
+
+def test_an_excel_upload_names_its_sheet_and_completes(
+    page: Page, instance: Instance, console: Console, creator: str, tmp_path: Path
+) -> None:
+    """An .xlsx file is accepted; its columns are left to the server's check (the page
+    does not read workbooks), and the "Sheet" field picks the worksheet read."""
+    console.expect(400, "/api/bulks/validate")
+    book = Workbook()
+    book.active.title = "Notes"
+    book.active.append(["not", "the rows"])
+    people = book.create_sheet("People")
+    people.append(["name", "email", "age"])
+    people.append(["Ann", "ann@example.com", 30])
+    people.append(["Bob", "bob@example.com", 41])
+    upload = tmp_path / "people.xlsx"
+    book.save(upload)
+
+    page.add_init_script(RECORD_FORMS)
+    page.goto("/dashboard/new?operation=gated-import")
+    file_input = page.get_by_label("File", exact=True)
+    accepted = (file_input.get_attribute("accept") or "").split(",")
+    assert ".xlsx" in accepted and ".gz" in accepted
+    expect(page.get_by_label("Sheet", exact=True)).to_have_count(0)  # no workbook yet
+    page.get_by_label("requestedBy", exact=True).fill("ann")
+    page.get_by_label("Created by", exact=True).fill(creator)
+    file_input.set_input_files(str(upload))
+    expect(page.get_by_role("status").filter(has_text="not read in the browser")).to_be_visible()
+
+    sheet = page.get_by_label("Sheet", exact=True)
+    sheet.fill("Nope")
+    page.get_by_role("button", name="Validate").click()
+    expect(page.get_by_role("alert").filter(has_text="Nope")).to_contain_text("People")
+    sheet.fill("People")
+    page.get_by_role("button", name="Validate").click()
+    expect(page.get_by_role("status").filter(has_text="Validation passed")).to_be_visible()
+    page.get_by_role("button", name="Create operation").click()
+
+    expect(page.get_by_role("status").filter(has_text="Status:")).to_have_text("Status: Completed")
+    [create] = sent_forms(page, "/api/bulks")
+    assert (create["fields"]["file"], create["fields"]["sheet"]) == ("file:people.xlsx", "People")
+    [operation] = created_by(instance, creator)
+    assert page.url.endswith(f"/dashboard/bulks/{operation['id']}")
+    assert (operation["totalRows"], operation["successfulRows"]) == (2, 2)
+
+
+def test_a_gzip_upload_shows_its_columns_and_completes(
+    page: Page, instance: Instance, creator: str, tmp_path: Path
+) -> None:
+    """A .csv.gz file's header is read in the page through DecompressionStream; no Sheet
+    field is offered for it."""
+    upload = tmp_path / "people.csv.gz"
+    upload.write_bytes(gzip.compress(b"name,email\nAnn,ann@example.com\nBob,bob@example.com\n"))
+
+    page.goto("/dashboard/new?operation=gated-import")
+    page.get_by_label("requestedBy", exact=True).fill("ann")
+    page.get_by_label("Created by", exact=True).fill(creator)
+    page.get_by_label("File", exact=True).set_input_files(str(upload))
+    expect(page.get_by_role("status").filter(has_text="Columns found")).to_have_text(
+        "Columns found: name, email."
+    )
+    expect(page.get_by_label("Sheet", exact=True)).to_have_count(0)
+    page.get_by_role("button", name="Create operation").click()
+
+    expect(page.get_by_role("status").filter(has_text="Status:")).to_have_text("Status: Completed")
+    [operation] = created_by(instance, creator)
+    assert (operation["totalRows"], operation["successfulRows"]) == (2, 2)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -59,6 +60,8 @@ def _fully_populated(make_operation: MakeOperation) -> OperationRecord:
         heartbeat_at=BASE_TIME + timedelta(seconds=3),
         resume_count=3,
         file_size=5 * 1024**3,
+        file_format="xlsx",
+        sheet="People ünïcode",
     )
 
 
@@ -556,6 +559,83 @@ def test_the_upgrade_lists_the_steps_of_completed_rows_stored_before_it(
             await database.close()
 
     assert asyncio.run(pages()) == [[1, 3], [2], []]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def fresh_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of its own: a SQLite file, or a PostgreSQL database created for
+    this test (migrations go down and up on it, which the session's database must not
+    see) and dropped after it."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/bulkops.db"
+        return
+    import psycopg
+
+    admin = request.getfixturevalue("postgres_url")
+    name = f"bulkops_migration_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{admin.rpartition('/')[0]}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_0015_moves_the_worksheet_out_of_the_notification_options_and_back(
+    fresh_sql_url: str, make_operation: MakeOperation
+) -> None:
+    """Before 0015 a worksheet named at create sat under a "sheet" key of
+    ``notifications``; the upgrade moves it to ``operations.sheet`` (options left empty
+    become NULL), the downgrade puts it back, and operations without one are untouched."""
+    hook = {"webhook": {"url": "https://example.com/hook"}}
+    sheet_only, with_options, without = (make_operation() for _ in range(3))
+    stored = {
+        sheet_only.id: {"sheet": "People"},
+        with_options.id: {**hook, "sheet": "Q4 ünïcode"},
+        without.id: hook,
+    }
+    engine = create_engine(parse_url(fresh_sql_url, asynchronous=False))
+    select = text("SELECT id, notifications FROM operations ORDER BY created_at")
+    as_json = "CAST(:notifications AS JSONB)" if engine.name == "postgresql" else ":notifications"
+    insert = text(
+        "INSERT INTO operations (id, operation_name, status, created_by, created_at, source, "
+        "file_id, file_name, file_size, file_format, metadata, notifications) VALUES (:id, "
+        f"'import-users', 'Completed', 'alice', :created_at, 'api', :file_id, 'b.xlsx', 1, "
+        f"'xlsx', '{{}}', {as_json})"
+    )
+
+    def options() -> list[Any]:
+        with engine.connect() as conn:
+            found = conn.execute(select).all()
+        return [json.loads(value) if isinstance(value, str) else value for _, value in found]
+
+    try:
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0014")
+            for n, (operation_id, notifications) in enumerate(stored.items()):
+                created = (BASE_TIME + timedelta(seconds=n)).replace(tzinfo=None).isoformat(" ")
+                values = {"notifications": json.dumps(notifications), "file_id": f"f{n}"}
+                conn.execute(insert, {**values, "id": str(operation_id), "created_at": created})
+        migrate(fresh_sql_url)
+
+        assert options() == [None, hook, hook]
+
+        async def sheets() -> list[str | None]:
+            database = Database.from_url(fresh_sql_url)
+            try:
+                store = SqlStore(database)
+                found = [await store.get(operation_id) for operation_id in stored]
+                return [record.sheet if record else "missing" for record in found]
+            finally:
+                await database.close()
+
+        assert asyncio.run(sheets()) == ["People", "Q4 ünïcode", None]
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0014")
+        assert options() == list(stored.values())
+    finally:
+        engine.dispose()
 
 
 def test_migrate_resolves_relative_sqlite_paths(

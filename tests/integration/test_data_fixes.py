@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from openpyxl import Workbook
+from openpyxl import Workbook, load_workbook
 
 from tests.integration import data_operations as dops
 from tests.integration.conftest import (
@@ -509,6 +509,45 @@ async def test_data_exports_mark_fixed_rows_and_a_row_of_one_can_be_sent_back(
     assert lines[3].endswith(",")  # row 3: not fixed
     as_json = (await client.get(f"/api/bulks/{operation_id}/export?mode=data&format=json")).json()
     assert [item.get("_fixed") for item in as_json] == [None, True, None, None]
+    as_xlsx = await client.get(f"/api/bulks/{operation_id}/export?mode=data&format=xlsx")
+    header, *cells = sheet_rows(as_xlsx.content)
+    assert header[-2:] == ("_errorMessage", "_fixed")
+    assert [row[-1] for row in cells] == [None, "true", None, None]
+
+
+async def test_report_exports_mark_fixed_rows_in_every_format(client: httpx.AsyncClient) -> None:
+    """A report has a ``fixed`` column only once some row was fixed (as data mode's
+    ``_fixed``), true for the fixed rows; JSON items carry ``fixed: true`` for those."""
+    operation_id = await run(client)
+    export = f"/api/bulks/{operation_id}/export?mode=report&format="
+    before = await client.get(export + "csv")
+    assert before.text.splitlines()[0].endswith(",completedAt")
+    assert sheet_rows((await client.get(export + "xlsx")).content)[0][-1] == "completedAt"
+    assert all("fixed" not in item for item in (await client.get(export + "json")).json())
+    fixed = {"name": "bob", "email": "bob@example.com", "age": "41"}
+    assert (await fix(client, operation_id, 2, fixed)).status_code == 200
+
+    lines = (await client.get(export + "csv")).text.splitlines()
+    assert lines[0].endswith(",completedAt,fixed")
+    assert [line.rsplit(",", 1)[1] for line in lines[1:]] == ["", "true", "", ""]
+    header, *cells = sheet_rows((await client.get(export + "xlsx")).content)
+    assert header[-1] == "fixed" and [row[-1] for row in cells] == [None, "true", None, None]
+    as_json = (await client.get(export + "json")).json()
+    assert [item.get("fixed") for item in as_json] == [None, True, None, None]
+    lines = (await client.get(export + "jsonl&state=Failed")).text.splitlines()
+    by_row = {item["rowNumber"]: item.get("fixed") for item in map(json.loads, lines)}
+    assert by_row == {2: True, 3: None}
+
+
+def sheet_rows(content: bytes) -> list[tuple[Any, ...]]:
+    """An XLSX export's rows, each as wide as its header (a row's empty cells at the end
+    are not written)."""
+    book = load_workbook(io.BytesIO(content), read_only=True)
+    try:
+        header, *rows = [tuple(row) for row in book.active.iter_rows(values_only=True)]
+    finally:
+        book.close()
+    return [header, *(row + (None,) * (len(header) - len(row)) for row in rows)]
 
 
 async def test_a_tenant_runs_only_from_its_own_tenants_operations(
@@ -580,3 +619,9 @@ async def test_a_run_from_an_xlsx_dry_run_reads_the_same_worksheet(
         ("fixable", "process", "ann ann@example.com 30"),
         ("fixable", "process", "bob bob@example.com 41"),
     ]
+    # The worksheet is the operation's own column, never among its notification options,
+    # and the run from the dry run keeps it.
+    operations = runtime_of(client).stores.operations
+    for operation_id in (dry, real):
+        stored = await operations.get(uuid.UUID(operation_id))
+        assert stored is not None and (stored.sheet, stored.notifications) == ("People", None)

@@ -182,6 +182,39 @@ async def test_process_batch_has_no_current_row(make: Callable[..., Any], tmp_pa
     )
 
 
+@pytest.mark.parametrize("operation", ["context-rows", "context-sync-rows"])
+async def test_the_validate_endpoint_tells_validate_row_its_row_under_no_operation(
+    make: Callable[..., Any], tmp_path: Path, operation: str
+) -> None:
+    """``POST /api/bulks/validate`` runs ``validate_row`` before any operation exists:
+    ``current_row()`` tells the row checked under the nil operation id, with the caller
+    as ``created_by``, as validation's step of a first run."""
+    client = await make()
+    log = tmp_path / "log"
+    form = {"operationName": operation, "metadata": json.dumps({"log": str(log)})}
+    response = await client.post(
+        "/api/bulks/validate",
+        data={**form, "createdBy": "carol"},
+        files={"file": ("rows.csv", csv(3).encode(), "text/csv")},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["valid"] is True
+
+    validated = entries(log, "validate")
+    assert [e["row_number"] for e in validated] == [1, 2, 3]
+    nil = "00000000-0000-0000-0000-000000000000"
+    for entry in validated:
+        n = entry["row_number"]
+        assert "error" not in entry
+        assert (entry["operation_id"], entry["operation_name"]) == (nil, operation)
+        assert (entry["row_id"], entry["created_by"]) == (f"k{n}", "carol")
+        assert (entry["step_name"], entry["step_index"]) == (None, -1)
+        assert (entry["attempt"], entry["retry_attempt"]) == (1, 0)
+        assert entry["idempotency_key"] == expected(nil, n, -1)
+    with pytest.raises(LookupError):
+        bo.current_row()  # nothing leaks out of the check
+
+
 @pytest.mark.parametrize("operation", ["context-plain", "context-plain-validated"])
 async def test_rows_run_by_a_row_helper_see_their_row(
     make: Callable[..., Any], tmp_path: Path, operation: str

@@ -247,6 +247,9 @@ class ClosingRows:
         finally:
             self.closed = True
 
+    async def fixes(self, operation_id: uuid.UUID) -> dict[int, dict[str, Any]]:
+        return await self.store.fixes(operation_id)
+
 
 async def test_closing_the_stream_early_releases_the_store_iterator(store: MemoryStore) -> None:
     operation_id = await _operation(store, "kept", [_row(n) for n in range(1, FLUSH_ROWS * 4)])

@@ -12,15 +12,26 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from uuid import UUID
 
-__all__ = ["BATCH", "RowContext", "RowScope", "current_row", "row_frame"]
+__all__ = ["BATCH", "NO_OPERATION_ID", "RowContext", "RowScope", "current_row", "row_frame"]
+
+# The operation id ``current_row()`` tells ``validate_row`` in the checks of
+# ``POST /api/bulks/validate``, which run before any operation exists: the nil UUID, never
+# the id of a stored operation.
+NO_OPERATION_ID = UUID(int=0)
 
 
 @dataclass(frozen=True, slots=True)
 class RowContext:
     """Where the code that asked (``current_row()``) runs: which operation, row and step.
 
+    In the checks of ``POST /api/bulks/validate`` (which run ``validate_row`` on the first
+    rows before any operation exists) it tells the row checked: ``operation_id`` is
+    ``UUID(int=0)`` (the nil UUID, never a stored operation's), ``created_by`` the caller,
+    ``step_index`` -1, ``attempt`` 1 and ``retry_attempt`` 0, so its ``idempotency_key``
+    is no real operation's either.
+
     Attributes:
-        operation_id: The operation's id.
+        operation_id: The operation's id (``UUID(int=0)`` in ``POST /api/bulks/validate``).
         operation_name: The operation's registered name.
         row_number: The row's number in the file (from 1).
         row_id: The row's business key (``Row.row_id()``), or None when the model has none.
@@ -32,7 +43,8 @@ class RowContext:
             polling step's completion checks see the attempt whose action succeeded.
         retry_attempt: The row's operation-retry round: 0 in the operation's first run, 1
             after the first retry of its failed rows, and so on.
-        created_by: Who created the operation.
+        created_by: Who created the operation (in ``POST /api/bulks/validate``: who
+            asked for the check).
         idempotency_key: ``"{operation_id}:{row_number}:{step_index}"``: the same for
             every run of this row's step (per-step retries, a run again after a crash, an
             operation retry) and different for any other. Pass it as the Idempotency-Key
@@ -81,13 +93,13 @@ def current_row() -> RowContext:
     Call it inside ``validate_row``, ``process_row``, a pipeline step or a polling step's
     completion check, in ``def`` and ``async def`` methods alike. Its ``idempotency_key``
     is the key to pass to a downstream call, so that the call has its effect once however
-    often the row's step runs.
+    often the row's step runs. In the checks of ``POST /api/bulks/validate``,
+    ``validate_row`` sees the row checked with the placeholder operation id
+    ``UUID(int=0)`` (see ``RowContext``).
 
     Raises:
         LookupError: called outside a row: at import, in ``process_batch`` (a batch holds
-            many rows: use their fields), in the checks of ``POST /api/bulks/validate``
-            (they run ``validate_row`` before there is an operation), in code not run by
-            bulkops for a row.
+            many rows: use their fields), in code not run by bulkops for a row.
     """
     frame = row_frame.get()
     if frame is None:

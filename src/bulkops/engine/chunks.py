@@ -23,7 +23,7 @@ from bulkops.errors import IllegalTransition
 from bulkops.formats import ChunkStart, RawRow
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import OperationChange
-from bulkops.storage.records import ChunkRecord, OperationRecord, stored_sheet
+from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
@@ -97,7 +97,7 @@ class ChunkRun(Run):
                 chunk,
                 self.record.file_format,
                 self.record.column_map,
-                stored_sheet(self.record),
+                self.record.sheet,
                 fixes,
             )
             try:
@@ -168,7 +168,7 @@ class ChunkRun(Run):
             chunk=self.chunk,
             report_interval=self._config.flush_interval,
             created_by=self.record.created_by,
-            sheet=stored_sheet(self.record),
+            sheet=self.record.sheet,
             dry_run=self.record.dry_run,
             fixes=fixes or None,
         )

@@ -35,7 +35,7 @@ from bulkops.storage.ports import (
     RowStore,
     WakeUps,
 )
-from bulkops.storage.records import ChunkRecord, OperationRecord, stored_sheet
+from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.states import OperationStatus, RowState
 from bulkops.storage.wakeups import NoWakeUps
 
@@ -143,7 +143,7 @@ class OperationRun(Run):
                 and path.stat().st_size >= WARM_HELPERS_BYTES
             ):
                 helpers.warm()  # starts while the rows are counted
-            sheet = stored_sheet(self.record)
+            sheet = self.record.sheet
             counted = await asyncio.to_thread(
                 count_chunks, path, fmt, self._config.chunk_rows or 2**31, delimiter, sheet
             )

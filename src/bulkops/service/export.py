@@ -44,6 +44,10 @@ REPORT_COLUMNS = (
     "completedAt",
 )
 
+# Appended to the report columns when some row of the operation was fixed in place
+# (``PATCH /api/bulks/{id}/rows/{n}``): true for those rows, as ``fixed`` in /errors items.
+REPORT_FIXED_COLUMN = "fixed"
+
 # Appended to the original columns in data mode. On re-upload they are extra columns,
 # which the row model ignores.
 DATA_COLUMNS = ("_rowNumber", "_state", "_errorType", "_errorMessage")
@@ -183,7 +187,9 @@ class ExportService:
         keep = RowFilter.parse(state, error_type, step_name)
         chunks: AsyncIterator[bytes]
         if export_mode is ExportMode.REPORT:
-            chunks = self._report(operation_id, keep, _report_encoder(export_format))
+            # Fixed rows are few (one PATCH each): their numbers are read once, up front.
+            fixed = frozenset(await self._rows.fixes(operation_id))
+            chunks = self._report(operation_id, keep, _report_encoder(export_format, fixed))
         else:
             definition = self._registry.get(record.operation_name)
             if definition is None or not definition.track_row_data:
@@ -299,14 +305,18 @@ def _to_json(item: dict[str, Any]) -> str:
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"))
 
 
-def _report_items() -> Callable[[ReportValues], dict[str, Any]]:
-    """A mapper of report values to JSON objects (null properties omitted)."""
+def _report_items(fixed: frozenset[int]) -> Callable[[ReportValues], dict[str, Any]]:
+    """A mapper of report values to JSON objects (null properties omitted; a row fixed in
+    place, in ``fixed``, has ``REPORT_FIXED_COLUMN`` true)."""
     stamp = timestamp_text()
 
     def item(values: ReportValues) -> dict[str, Any]:
         cells = (*values[:-1], stamp(values[-1]))
         pairs = zip(REPORT_COLUMNS, cells, strict=True)
-        return {name: value for name, value in pairs if value is not None}
+        found = {name: value for name, value in pairs if value is not None}
+        if values[0] in fixed:
+            found[REPORT_FIXED_COLUMN] = True
+        return found
 
     return item
 
@@ -375,14 +385,20 @@ class _CsvBuffer:
 
 
 class _ReportCsv(_CsvBuffer):
-    def __init__(self) -> None:
+    def __init__(self, fixed: frozenset[int] = frozenset()) -> None:
         super().__init__()
         self._stamp = timestamp_text()
-        self.writerow(REPORT_COLUMNS)
+        self._fixed = fixed
+        # The fixed flag is a column only when some row was fixed: others keep their header.
+        self.writerow((*REPORT_COLUMNS, REPORT_FIXED_COLUMN) if fixed else REPORT_COLUMNS)
 
     def write(self, row: ReportValues) -> None:
         # Report values are text, whole numbers or null: the csv module writes them as is.
-        self.writerow((*row[:-1], self._stamp(row[-1])))
+        if self._fixed:
+            flag = "true" if row[0] in self._fixed else None
+            self.writerow((*row[:-1], self._stamp(row[-1]), flag))
+        else:
+            self.writerow((*row[:-1], self._stamp(row[-1])))
 
     def finish(self) -> None:
         pass
@@ -517,21 +533,23 @@ class _DataXlsx(_XlsxRows, _DataCsv):
     pass
 
 
-def _report_encoder(file_format: ExportFormat) -> _Encoder[ReportValues]:
+def _report_encoder(
+    file_format: ExportFormat, fixed: frozenset[int] = frozenset()
+) -> _Encoder[ReportValues]:
     if file_format is ExportFormat.XLSX:
-        return _ReportXlsx()
+        return _ReportXlsx(fixed)
     if file_format is ExportFormat.CSV:
-        return _ReportCsv()
+        return _ReportCsv(fixed)
     if file_format is ExportFormat.JSON:
-        return _JsonArray(_report_items())
-    return _JsonLines(_report_items())
+        return _JsonArray(_report_items(fixed))
+    return _JsonLines(_report_items(fixed))
 
 
 def _data_encoder(
     file_format: ExportFormat, columns: Sequence[str], fixed: frozenset[int] = frozenset()
 ) -> _Encoder[RowRecord]:
     if file_format is ExportFormat.XLSX:
-        return _DataXlsx(columns)
+        return _DataXlsx(columns, fixed)
     if file_format is ExportFormat.CSV:
         return _DataCsv(columns, fixed)
     if file_format is ExportFormat.JSON:

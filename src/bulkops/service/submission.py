@@ -43,14 +43,12 @@ from bulkops.service.preflight import check_file
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.ports import FileStore, OperationStore
 from bulkops.storage.records import (
-    SHEET_OPTION,
     ActiveLimit,
     IdempotencyKey,
     KeyInUse,
     LimitReached,
     OperationRecord,
     StoredFile,
-    stored_sheet,
 )
 from bulkops.storage.states import OperationStatus
 
@@ -252,11 +250,11 @@ class SubmissionService:
         ``tenant`` (the caller's) is stamped on the operation; with ``tenant_max_active``
         at most that many of its operations (of its creator's, without a tenant) are
         Pending, Running or Retrying at once. An XLSX file is read from its first
-        worksheet, or the one ``sheet`` names (kept with the operation's options, see
-        ``storage.records.stored_sheet``). ``dry_run`` (``true`` or ``false``): validate
-        every row, run nothing. ``source_operation_id`` instead of an upload: read that
-        operation's stored file (and worksheet), with its fixed rows' data
-        (``engine.resume.source_fixes``); its metadata and column map unless given.
+        worksheet, or the one ``sheet`` names (kept as the operation's ``sheet``).
+        ``dry_run`` (``true`` or ``false``): validate every row, run nothing.
+        ``source_operation_id`` instead of an upload: read that operation's stored file
+        (and worksheet), with its fixed rows' data (``engine.resume.source_fixes``); its
+        metadata and column map unless given.
 
         Raises:
             BadRequest: unknown or missing operation, missing or empty file, bad
@@ -285,8 +283,6 @@ class SubmissionService:
         if dry:
             fingerprint.include("dryRun")
         stored, file_name, file_format, chosen = await self._store(content)
-        if chosen is not None:
-            notification_options = {**(notification_options or {}), SHEET_OPTION: chosen}
         now = utcnow()
         record = OperationRecord(
             id=uuid.uuid4(),
@@ -306,6 +302,7 @@ class SubmissionService:
             tenant=tenant,
             dry_run=dry,
             source_operation_id=None if content.source is None else content.source.id,
+            sheet=chosen,
         )
         claim = None
         if key is not None:
@@ -384,12 +381,12 @@ class SubmissionService:
 
     async def _store(self, content: _Content) -> tuple[StoredFile, str, str, str | None]:
         """The file of the new operation, its display name and format, and the worksheet
-        to keep with its options (None: its first, or not XLSX): the upload, stored now
+        it reads (None: its first, or not XLSX): the upload, stored now
         (hashed into the fingerprint as it streams), or the source's stored file."""
         checked = content.origin
         if isinstance(checked, OperationRecord):
             stored = StoredFile(checked.file_id, checked.file_size)
-            return stored, checked.file_name, checked.file_format, stored_sheet(checked)
+            return stored, checked.file_name, checked.file_format, checked.sheet
         chunks = content.fingerprint.through(self._stream(checked.upload))
         stored = await self._files.put(chunks)
         if stored.size == 0:
@@ -465,9 +462,11 @@ class SubmissionService:
         upload: Upload | None,
         column_map: str | None = None,
         sheet: str | None = None,
+        created_by: str | None = None,
     ) -> ValidationResult:
         """Check a submission without storing anything (an XLSX file's first worksheet,
         or the one ``sheet`` names; a workbook that cannot be read is a file error).
+        ``created_by`` (who asks) is what ``current_row()`` tells ``validate_row``.
 
         Raises:
             BadRequest: unknown or missing operation, missing file, a malformed column
@@ -497,7 +496,15 @@ class SubmissionService:
                 result.metadata_errors.append(error_text(exc))
         if not result.file_errors:  # a misfit column map makes the file's check moot
             async with self._spooled(self._stream(checked_upload)) as path:
-                checked = await check_file(definition, path, fmt, parsed, columns, sheet)
+                checked = await check_file(
+                    definition,
+                    path,
+                    fmt,
+                    parsed,
+                    columns,
+                    sheet,
+                    created_by=(created_by or "").strip() or ANONYMOUS,
+                )
             result.file_errors.extend(checked.errors)
             result.suggested_column_map = checked.suggested_column_map or None
         result.valid = not (result.metadata_errors or result.file_errors)

@@ -62,18 +62,9 @@ class OperationRecord:
     # one reads that one's stored file with its fixed rows' data applied.
     dry_run: bool = False
     source_operation_id: UUID | None = None
-
-
-# An XLSX operation's worksheet, when the create named one, is kept among the options in
-# its ``notifications`` JSON under this key (the column is a bag of options; none other
-# fits, and the sheet needs no query of its own).
-SHEET_OPTION = "sheet"
-
-
-def stored_sheet(record: OperationRecord) -> str | None:
-    """The worksheet an XLSX operation reads (None: its first one)."""
-    sheet = (record.notifications or {}).get(SHEET_OPTION)
-    return sheet if isinstance(sheet, str) else None
+    # The worksheet an XLSX operation reads, as the create named it (None: its first one;
+    # a run from an earlier operation keeps that operation's).
+    sheet: str | None = None
 
 
 @dataclass(slots=True)

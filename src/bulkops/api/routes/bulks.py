@@ -99,8 +99,9 @@ async def create_bulk(
         422: {"model": ValidationResultSchema, "description": "The submission is invalid"},
     },
 )
-async def validate_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
-    """Check a submission without creating anything: 200 when valid, 422 when not."""
+async def validate_bulk(request: Request, runtime: RuntimeDep, access: AccessDep) -> JSONResponse:
+    """Check a submission without creating anything: 200 when valid, 422 when not. The
+    caller, named as a create would record it, is ``created_by`` in ``current_row()``."""
     form, raw = await read_form(request, runtime.settings.max_upload_bytes)
     try:
         result = await runtime.submissions.validate(
@@ -109,6 +110,7 @@ async def validate_bulk(request: Request, runtime: RuntimeDep) -> JSONResponse:
             upload=form.upload,
             column_map=form.column_map,
             sheet=form.sheet,
+            created_by=await access.created_by(request, form.created_by),
         )
     finally:
         await raw.close()

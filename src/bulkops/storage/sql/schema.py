@@ -77,6 +77,7 @@ operations = Table(
     Column("tenant", String(200), nullable=True),
     Column("dry_run", Boolean(), nullable=False, server_default=false()),
     Column("source_operation_id", UuidType(), nullable=True),
+    Column("sheet", Text(), nullable=True),
     # Claimable (Pending/Retrying, oldest first) and Running look-ups.
     Index("ix_operations_status_created_at", "status", "created_at"),
     Index("ix_operations_operation_name", "operation_name"),

@@ -1,18 +1,31 @@
 // Reading a file's columns in the browser (CSV header line, or the keys of the first JSON /
-// JSON Lines object) and matching them to the operation's file columns the way the server
-// does: exact name, else case-insensitive. Suggestions also ignore spaces, '_', '-' and '.'.
+// JSON Lines object, a gzip file's through DecompressionStream) and matching them to the
+// operation's file columns the way the server does: exact name, else case-insensitive.
+// Suggestions also ignore spaces, '_', '-' and '.'. An Excel workbook is not read here (a
+// zip of XML, too much to unpack in the page): the server checks its columns on Validate.
 
 const FIRST_READ = 64 * 1024;
 const MOST_READ = 1024 * 1024;
 const DELIMITERS = [",", ";", "\t", "|"];
 
-/** "csv", "json", "jsonl" or null, from the file name's extension, else its content type. */
+/** Whether the file is gzip-compressed: its name ends in ".gz" (as the server decides). */
+export function isGzip(file) {
+  return file.name.toLowerCase().endsWith(".gz");
+}
+
+/**
+ * "csv", "json", "jsonl", "xlsx" or null, from the file name's extension (a compressed
+ * file's name without ".gz"), else its content type.
+ */
 export function fileKind(file) {
-  const name = file.name.toLowerCase();
+  const name = file.name.toLowerCase().replace(/\.gz$/, "");
   if (name.endsWith(".csv")) return "csv";
   if (name.endsWith(".json")) return "json";
   if (name.endsWith(".jsonl") || name.endsWith(".ndjson")) return "jsonl";
+  if (name.endsWith(".xlsx")) return "xlsx";
+  if (isGzip(file)) return null; // the format inside comes from the name alone
   const type = (file.type || "").toLowerCase();
+  if (type.includes("spreadsheetml")) return "xlsx";
   if (type.includes("csv")) return "csv";
   if (type.includes("ndjson") || type.includes("jsonl") || type.includes("json-seq")) return "jsonl";
   if (type.includes("json")) return "json";
@@ -83,16 +96,57 @@ export function firstObjectKeys(text) {
   return null;
 }
 
-/** The file's column names. Throws an Error with a message a user can act on. */
+/**
+ * The first `most` bytes of a gzip file's content (fewer when it is shorter), as a Blob,
+ * and whether that is all of it. Null when the browser cannot decompress.
+ */
+async function gunzippedStart(file, most) {
+  if (typeof DecompressionStream === "undefined") return null;
+  const reader = file.stream().pipeThrough(new DecompressionStream("gzip")).getReader();
+  const parts = [];
+  let size = 0;
+  let whole = false;
+  try {
+    while (size < most) {
+      const { done, value } = await reader.read();
+      if (done) {
+        whole = true;
+        break;
+      }
+      parts.push(value);
+      size += value.length;
+    }
+  } catch {
+    throw new Error("The file is not a valid gzip file.");
+  } finally {
+    if (!whole) reader.cancel().catch(() => {}); // stop decompressing the rest
+  }
+  return { blob: new Blob(parts), whole };
+}
+
+/**
+ * The file's column names, or null when the page does not read them (an Excel workbook, or
+ * a gzip file in a browser without DecompressionStream): the server checks them on
+ * Validate. Throws an Error with a message a user can act on.
+ */
 export async function readHeader(file) {
   const kind = fileKind(file);
-  if (!kind) throw new Error("Choose a .csv, .json, .jsonl or .ndjson file.");
+  if (!kind) throw new Error("Choose a .csv, .json, .jsonl, .ndjson or .xlsx file (or one of them compressed, ending in .gz).");
+  if (kind === "xlsx") return null;
+  let source = file;
+  let total = file.size;
+  if (isGzip(file)) {
+    const start = await gunzippedStart(file, MOST_READ);
+    if (!start) return null;
+    source = start.blob;
+    total = start.whole ? start.blob.size : Infinity;
+  }
   for (const size of [FIRST_READ, MOST_READ]) {
-    const text = await file.slice(0, size).text();
+    const text = await source.slice(0, size).text();
     let columns = null;
     try {
       if (kind === "csv") {
-        const complete = /[\r\n]/.test(text) || size >= file.size;
+        const complete = /[\r\n]/.test(text) || size >= total;
         columns = complete ? csvHeader(text) : null;
       } else {
         columns = firstObjectKeys(kind === "jsonl" ? text.replace(/^\uFEFF/, "") : text);
@@ -101,7 +155,7 @@ export async function readHeader(file) {
       throw new Error("The file's first record is not valid JSON.");
     }
     if (columns) return columns;
-    if (size >= file.size) break;
+    if (size >= total) break;
   }
   throw new Error(
     kind === "csv" ? "The file has no header line." : "The file holds no complete JSON object in its first megabyte.",

@@ -1,12 +1,20 @@
 // New operation: pick an operation, fill its metadata, choose a file (mapping its columns
-// when they differ), optionally add webhooks, validate (POST /api/bulks/validate) and create.
+// when they differ; an Excel workbook's worksheet by name), optionally add webhooks,
+// validate (POST /api/bulks/validate) and create.
 // Create validates first, so problems show before anything is submitted; a dry run is
 // created at once (it validates every row and reports every problem itself).
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { useAccess } from "../access.js";
 import { request } from "../api.js";
 import { useCatalog } from "../catalog.js";
-import { columnMap, mappingProblems, needsMapping, readHeader, suggestMapping } from "../create/columns.js";
+import {
+  columnMap,
+  fileKind,
+  mappingProblems,
+  needsMapping,
+  readHeader,
+  suggestMapping,
+} from "../create/columns.js";
 import { ColumnMapping } from "../create/mapping.js";
 import { MetadataFields, metadataObject } from "../create/metadata.js";
 import { NotificationsEditor, notificationsValue } from "../create/notifications.js";
@@ -53,15 +61,17 @@ function ValidationResult({ result }) {
   </div>`;
 }
 
+// The chosen file's columns as the page reads them; `unread` once it is known that the
+// page does not read them (an Excel workbook, say), so the server's check must do.
 function useFileHeader(file) {
-  const [state, setState] = useState({ header: null, error: null });
+  const [state, setState] = useState({ header: null, error: null, unread: false });
   useEffect(() => {
     let current = true;
-    setState({ header: null, error: null });
+    setState({ header: null, error: null, unread: false });
     if (file) {
       readHeader(file).then(
-        (header) => current && setState({ header, error: null }),
-        (error) => current && setState({ header: null, error }),
+        (header) => current && setState({ header, error: null, unread: header === null }),
+        (error) => current && setState({ header: null, error, unread: false }),
       );
     }
     return () => {
@@ -82,16 +92,18 @@ export function CreatePage({ route }) {
   const [values, setValues] = useState({});
   const [createdBy, setCreatedBy] = useState("");
   const [file, setFile] = useState(null);
+  const [sheet, setSheet] = useState("");
   const [mapping, setMapping] = useState({});
   const [recipients, setRecipients] = useState([]);
   const [dryRun, setDryRun] = useState(false);
   const [outcome, setOutcome] = useState({ busy: "", result: null, error: null });
-  const { header, error: headerError } = useFileHeader(file);
+  const { header, error: headerError, unread } = useFileHeader(file);
+  const workbook = Boolean(file) && fileKind(file) === "xlsx";
 
   const mappingShown = Boolean(op && header && needsMapping(header, op.fileColumns));
   useEffect(() => setMapping(op && header ? suggestMapping(header, op.fileColumns) : {}), [op, header]);
   // A new key whenever the submission changes; the same key if the very same one is resent.
-  const idempotencyKey = useMemo(randomKey, [name, file, values, createdBy, mapping, recipients, dryRun]);
+  const idempotencyKey = useMemo(randomKey, [name, file, sheet, values, createdBy, mapping, recipients, dryRun]);
 
   const chooseOperation = (event) => {
     setValues({});
@@ -104,6 +116,7 @@ export function CreatePage({ route }) {
     form.set("operationName", name);
     form.set("metadata", JSON.stringify(metadataObject(op.metadataFields, values)));
     form.set("file", file, file.name);
+    if (workbook && sheet.trim()) form.set("sheet", sheet.trim());
     if (createdBy.trim()) form.set("createdBy", createdBy.trim());
     const map = columnMap(mapping);
     if (mappingShown && Object.keys(map).length) form.set("columnMap", JSON.stringify(map));
@@ -191,12 +204,21 @@ export function CreatePage({ route }) {
           <h2>3. File</h2>
           <div class="field">
             <label for="file">File</label>
-            <input id="file" type="file" accept=".csv,.json,.jsonl,.ndjson"
+            <input id="file" type="file" accept=".csv,.json,.jsonl,.ndjson,.xlsx,.gz"
               onChange=${(e) => setFile(e.currentTarget.files[0] ?? null)} aria-describedby="file-hint" />
-            <span class="hint" id="file-hint">CSV (with a header line), JSON (an array of objects) or JSON Lines</span>
+            <span class="hint" id="file-hint">CSV (with a header line), JSON (an array of objects), JSON Lines or Excel (.xlsx); any of the first three may be gzip-compressed (.gz)</span>
           </div>
+          ${workbook &&
+          html`<div class="field">
+            <label for="sheet">Sheet</label>
+            <input id="sheet" value=${sheet} onInput=${(e) => setSheet(e.currentTarget.value)}
+              aria-describedby="sheet-hint" />
+            <span class="hint" id="sheet-hint">optional; the worksheet to read (the first one when empty)</span>
+          </div>`}
           <${ErrorMessage} error=${headerError} prefix="Could not read the file's columns" />
           ${header && !mappingShown && html`<p class="hint" role="status">Columns found: ${header.join(", ")}.</p>`}
+          ${unread &&
+          html`<p class="hint" role="status">The columns of this file are not read in the browser: Validate checks them on the server.</p>`}
           ${mappingShown &&
           html`<${ColumnMapping} header=${header} columns=${op.fileColumns} mapping=${mapping} onChange=${setMapping} />`}
         </div>
