@@ -582,10 +582,10 @@ def fresh_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_0015_moves_the_worksheet_out_of_the_notification_options_and_back(
+def test_0014_moves_the_worksheet_out_of_the_notification_options_and_back(
     fresh_sql_url: str, make_operation: MakeOperation
 ) -> None:
-    """Before 0015 a worksheet named at create sat under a "sheet" key of
+    """Before 0014 a worksheet named at create sat under a "sheet" key of
     ``notifications``; the upgrade moves it to ``operations.sheet`` (options left empty
     become NULL), the downgrade puts it back, and operations without one are untouched."""
     hook = {"webhook": {"url": "https://example.com/hook"}}
@@ -612,7 +612,7 @@ def test_0015_moves_the_worksheet_out_of_the_notification_options_and_back(
 
     try:
         with engine.begin() as conn:
-            command.upgrade(alembic_config(conn), "0014")
+            command.upgrade(alembic_config(conn), "0013")
             for n, (operation_id, notifications) in enumerate(stored.items()):
                 created = (BASE_TIME + timedelta(seconds=n)).replace(tzinfo=None).isoformat(" ")
                 values = {"notifications": json.dumps(notifications), "file_id": f"f{n}"}
@@ -632,7 +632,7 @@ def test_0015_moves_the_worksheet_out_of_the_notification_options_and_back(
 
         assert asyncio.run(sheets()) == ["People", "Q4 ünïcode", None]
         with engine.begin() as conn:
-            command.downgrade(alembic_config(conn), "0014")
+            command.downgrade(alembic_config(conn), "0013")
         assert options() == list(stored.values())
     finally:
         engine.dispose()

@@ -7,8 +7,8 @@ bag left empty becomes NULL, as for an operation created without options) and th
 downgrade puts them back. The JSON is read and written in Python, so one code path
 serves SQLite's JSON text and PostgreSQL's JSONB alike.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-11-27
 """
 
@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0015"
-down_revision: str | Sequence[str] | None = "0014"
+revision: str = "0014"
+down_revision: str | Sequence[str] | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
