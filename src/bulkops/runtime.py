@@ -17,6 +17,7 @@ from bulkops.channels.dispatcher import Dispatcher
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry, load_registry
+from bulkops.engine.fair_share import FairShare
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
 from bulkops.engine.row_helpers import RowHelpers
@@ -267,6 +268,7 @@ class Runtime:
             hub,
             metrics,
             helpers,
+            FairShare(settings.worker_count * settings.max_row_concurrency),
         )
         return WorkScheduler(
             processor,

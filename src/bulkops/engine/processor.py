@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry
+from bulkops.engine.fair_share import FairShare
 from bulkops.engine.lease import Held
 from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry, apply_change
@@ -92,8 +93,10 @@ class Processor:
         hub: SignalHub | None = None,
         metrics: Metrics | None = None,
         helpers: RowHelpers | None = None,
+        share: FairShare | None = None,
     ) -> None:
         self.registry = registry
+        self.share = share  # the row slots every run takes (None: each run has its own)
         self.helpers = helpers  # processes that may run the rows of chunks
         self.stores = stores
         self.config = config

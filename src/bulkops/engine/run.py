@@ -20,6 +20,7 @@ from bulkops.definition.models import Metadata
 from bulkops.definition.operation import OperationBase, OperationDefinition
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.dry_run import DRY_RUN_STEP, DRY_RUN_STEP_INDEX, DryRunner
+from bulkops.engine.fair_share import Claimant, SharedSlots, Turn, tenant_of
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.lease import Held, Lease
 from bulkops.engine.pacing import Pacer, Slots
@@ -104,6 +105,8 @@ class Run:
         self._work: asyncio.Task[None] | None = None
         limit = self._config.max_row_concurrency
         self._slots = Slots(limit) if limit > 1 else None
+        self._claimant: Claimant | None = None  # its place in the process's row slots
+        self._turn: Turn | None = None  # its slot while it runs rows one at a time
         self._budget: FailureBudget | None = None
         self._recorder = RowRecorder(
             record,
@@ -180,6 +183,7 @@ class Run:
             log.exception("Unexpected error while processing %s", self.record.id)
             failure = f"Internal error: {error_text(exc)}"
         finally:
+            self._leave_share()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
@@ -213,8 +217,29 @@ class Run:
             )
         return definition
 
+    def _join_share(self, instance: OperationBase[Any, Any], metadata: Metadata) -> None:
+        """Take a place in the process's row slots: its rows take their slots from there."""
+        share = self._p.share
+        if share is None or self._claimant is not None:
+            return
+        limit = self._config.max_row_concurrency
+        tenant = tenant_of(self.record, instance, metadata)
+        claimant = share.join(self.record.id, tenant, self.record.priority, limit)
+        self._claimant = claimant
+        if limit > 1:
+            self._slots = SharedSlots(limit, share, claimant)
+        else:
+            self._turn = Turn(share, claimant)
+
+    def _leave_share(self) -> None:
+        if self._claimant is not None and self._p.share is not None:
+            if self._turn is not None:
+                self._turn.release()
+            self._p.share.leave(self._claimant)
+
     async def _prepare(self, definition: OperationDefinition, total: int) -> Runner:
         metadata, instance = await instantiate(definition, self.record.metadata)
+        self._join_share(instance, metadata)
         if self.record.dry_run:  # every row is validated: no failure budget, no pacing
             created_by = self.record.created_by
             return DryRunner(definition, instance, metadata, self.record.id, created_by=created_by)
@@ -261,7 +286,7 @@ class Run:
             await self._run_window(rows, runner)
 
     async def _run_sequential(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
-        recorder = self._recorder
+        recorder, turn = self._recorder, self._turn
         fresh = runner if isinstance(runner, RowRunner | DryRunner) and runner.plain else None
         took, clock = self._p.metrics.row_timer(self.record.operation_name), perf_counter
         async for batch in rows:
@@ -273,18 +298,46 @@ class Run:
                 if fresh is not None and plain and await self._run_plain(fresh, plain, took):
                     return
                 plain = []
+                if turn is not None:
+                    await turn.hold()
                 started = clock()
                 self._add(await runner.run(raw, existing))
-                took(clock() - started)
+                took(elapsed := clock() - started)
+                if turn is not None and turn.ran(1, elapsed):
+                    await turn.pass_on()
                 if self._over_budget():
                     return  # no further row starts
             if fresh is not None and plain and await self._run_plain(fresh, plain, took):
                 return
             if recorder.full:
+                if turn is not None:
+                    turn.release()  # nobody's rows wait for this one's writes
                 await recorder.wait_room()
             await asyncio.sleep(0)  # let HTTP requests and other operations in
 
     async def _run_plain(
+        self, fresh: PlainRunner, raws: list[RawRow], took: Callable[[float], None]
+    ) -> bool:
+        """Run fresh rows of a plain operation in turns of the process's row slots (as
+        many rows a turn as fit in ``fair_share.QUANTUM`` at their pace: the whole batch
+        when they are fast); True when the failure budget is spent."""
+        turn = self._turn
+        if turn is None:
+            return await self._run_plain_rows(fresh, raws, took)
+        start, clock = 0, perf_counter
+        while start < len(raws):
+            await turn.hold()
+            end = min(len(raws), start + turn.rows_per_turn)
+            part = raws if start == 0 and end == len(raws) else raws[start:end]
+            began = clock()
+            if await self._run_plain_rows(fresh, part, took):
+                return True
+            if turn.ran(end - start, clock() - began):
+                await turn.pass_on()
+            start = end
+        return False
+
+    async def _run_plain_rows(
         self, fresh: PlainRunner, raws: list[RawRow], took: Callable[[float], None]
     ) -> bool:
         """Run fresh rows of a plain operation, each completed one a number in a run, no
@@ -320,7 +373,10 @@ class Run:
 
     async def _run_batches(self, rows: RowBatches, runner: BatchRunner) -> None:
         size = runner.definition.controls.batch_size or 1
-        window = Window(self._config.max_row_concurrency, self._slots, self._add, self._recorder)
+        slots = self._slots
+        if slots is None and self._claimant is not None and self._p.share is not None:
+            slots = SharedSlots(1, self._p.share, self._claimant)
+        window = Window(self._config.max_row_concurrency, slots, self._add, self._recorder)
         pending: list[Pending] = []
         # Without validate_row nothing is awaited before a row joins its batch.
         convert = None if runner.definition.overrides_validate_row else runner.convert
