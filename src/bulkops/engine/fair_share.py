@@ -131,10 +131,24 @@ class FairShare:
         if self._free > 0 and not self._waiting and claimant.held < claimant.cap:
             self._grant(claimant)
             return
+        waiter = self._queue(claimant)
+        self._dispatch()
+        await self._wait(claimant, waiter)
+
+    async def pass_on(self, claimant: Claimant, seconds: float, rows: int) -> None:
+        """Give back a slot held for ``seconds`` and wait for one again, in one step: the
+        slot goes to whoever is next, which may be ``claimant`` itself."""
+        waiter = self._queue(claimant)
+        self.give(claimant, seconds, rows)
+        await self._wait(claimant, waiter)
+
+    def _queue(self, claimant: Claimant) -> asyncio.Future[None]:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         claimant.waiters.append(waiter)
         self._waiting += 1
-        self._dispatch()
+        return waiter
+
+    async def _wait(self, claimant: Claimant, waiter: asyncio.Future[None]) -> None:
         try:
             await waiter
         except asyncio.CancelledError:
@@ -285,9 +299,15 @@ class Turn:
         return now - self._since >= QUANTUM
 
     async def pass_on(self) -> None:
-        """Give the slot up and take it again, behind whoever waits for one."""
-        self.release()
-        await self.hold()
+        """Let the share give the slot to whoever is next (perhaps this run again)."""
+        if not self.held:
+            await self.hold()
+            return
+        self.held = False
+        await self._share.pass_on(self._claimant, perf_counter() - self._since, self._rows)
+        self.held = True
+        self._since = perf_counter()
+        self._rows = 0
 
     def release(self) -> None:
         """Give the slot up (before a wait that runs no row)."""
