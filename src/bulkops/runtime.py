@@ -251,6 +251,8 @@ class Runtime:
     ) -> Scheduler:
         if role == "api":
             return NullScheduler(stores.wakeups)
+        share = FairShare(settings.worker_count * settings.max_row_concurrency)
+        metrics.watch_sharing(share)
         processor = Processor(
             registry,
             stores,
@@ -268,7 +270,7 @@ class Runtime:
             hub,
             metrics,
             helpers,
-            FairShare(settings.worker_count * settings.max_row_concurrency),
+            share,
         )
         return WorkScheduler(
             processor,

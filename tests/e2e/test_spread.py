@@ -28,8 +28,7 @@ def test_a_slow_small_operation_is_split_over_two_workers(
 ) -> None:
     _, url = serve(spawn, "--role", "api", database_url=empty_postgres_url)
     workers = [
-        spawn("worker", database_url=empty_postgres_url, max_row_concurrency="10")
-        for _ in range(2)
+        spawn("worker", database_url=empty_postgres_url, max_row_concurrency="10") for _ in range(2)
     ]
     for worker in workers:
         wait_for(lambda w=worker: "bulkops worker started" in w.output(), what="a worker")
