@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
-from tests.integration.conftest import create_ok
+from bulkops.client import ApiError, AsyncClient
+from tests.integration.conftest import ClientFactory, create_ok
 
 GOOD_CSV = "name,email,age\nAda,ada@example.com,36\n"
 
@@ -37,3 +40,17 @@ async def test_priority_is_stored_and_shown_in_detail_and_list(
     assert detail["priority"] == stored
     items = (await client.get("/api/bulks")).json()["items"]
     assert [item["priority"] for item in items if item["id"] == operation_id] == [stored]
+
+
+async def test_the_client_submits_a_priority_and_reads_it_back(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    http = await make_client()
+    path = tmp_path / "rows.csv"
+    path.write_text(GOOD_CSV)
+    async with AsyncClient("http://bulkops.test", transport=http._transport) as client:  # type: ignore[arg-type]
+        operation_id = await client.submit("record", path, {"requestedBy": "x"}, priority=-4)
+        assert (await client.get_bulk(operation_id)).priority == -4
+        with pytest.raises(ApiError) as refused:
+            await client.submit("record", path, {"requestedBy": "x"}, priority=11)
+        assert refused.value.status_code == 400
