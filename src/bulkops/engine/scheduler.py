@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,6 +34,10 @@ _PICKUP_BATCH = 1000
 # have answered that long since an outage): a process whose liveness lock went with a
 # dropped connection takes it again well within it.
 CONFIRM_DEATH = 2.0
+# Operations a process works on at once at most: a bound against a runaway (open files,
+# heartbeats, connections), far above what its row slots can keep busy; the rest wait here
+# in order.
+MAX_OPERATIONS = 256
 # Chunks a process works on at once at most (one per split operation, and one claimed
 # ahead each): a bound against a runaway, far above what a process's row slots can use.
 MAX_CHUNK_TURNS = 256
@@ -105,6 +110,8 @@ class WorkScheduler:
         self._config = config
         self._outages = processor.retry.outages
         self._work: set[asyncio.Task[None]] = set()  # operations and chunk turns in progress
+        self._operations_here = 0  # operations being claimed or processed here
+        self._later: deque[UUID] = deque()  # queued beyond MAX_OPERATIONS
         self._idle = asyncio.Event()
         self._idle.set()
         self._known: set[UUID] = set()
@@ -141,6 +148,13 @@ class WorkScheduler:
         if self._stopping or operation_id in self._known:
             return
         self._known.add(operation_id)
+        if self._operations_here >= MAX_OPERATIONS:
+            self._later.append(operation_id)  # started as one here ends
+            return
+        self._start_operation(operation_id)
+
+    def _start_operation(self, operation_id: UUID) -> None:
+        self._operations_here += 1
         self._begin(self._take_operation(operation_id))
 
     def _begin(self, work: Coroutine[Any, Any, None]) -> None:
@@ -355,6 +369,9 @@ class WorkScheduler:
             self._known.discard(operation_id)
             self._takeovers.pop(operation_id, None)
             self._active.pop(operation_id, None)
+            self._operations_here -= 1
+            if self._later and not self._stopping:
+                self._start_operation(self._later.popleft())
 
     async def _take_turn(self) -> None:
         claimed = offered = False
