@@ -16,8 +16,12 @@ than its ``cap`` slots (its MaxRowConcurrency), and a newcomer starts level with
 not with the credit of all the time it was absent. Rate limits stay with the runs: a row
 waiting for a permit gives its slot up (``pacing.Pacer``).
 
-How many slots there are is the scheduler's business (``BULKOPS_WORKER_COUNT`` times
-MaxRowConcurrency); how many operations are in progress is not limited here.
+How many slots there are is set where the process is put together (``BULKOPS_WORKER_COUNT``
+times MaxRowConcurrency); how many operations are in progress is not limited here: the
+scheduler (``engine/scheduler.py``) starts every operation it claims, and a chunk of every
+split operation, at once. Which operation or chunk a process claims first is the same order
+as here, kept by the stores: highest priority first, then oldest (``claimable``,
+``claim_chunk``).
 """
 
 from __future__ import annotations
