@@ -65,7 +65,8 @@ def event_messages(url: str, operation_id: str) -> list[str]:
 def test_a_killed_serve_resumes_its_operation_when_started_again(
     spawn: Callable[..., Process], tmp_path: Path
 ) -> None:
-    settings: dict[str, Any] = {"abandon_after": 2}
+    # Never split (its slow rows would be cut into chunks): the operation itself is resumed.
+    settings: dict[str, Any] = {"abandon_after": 2, "chunk_rows": 0}
     process, url = serve(spawn, **settings)
     log = tmp_path / "side-effects.log"
     operation_id = submit(url, log)
