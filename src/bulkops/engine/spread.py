@@ -19,7 +19,7 @@ from bulkops.formats import ChunkStart
 
 PROBE_SECONDS = 0.25  # the first rows that measure the pace
 SPREAD_SECONDS = 2.0  # more work than this left, at that pace: split the rest
-CHUNK_SECONDS = 1.0  # the time a chunk is cut to take, at that pace
+CHUNK_SECONDS = 0.5  # the time a chunk is cut to take, at that pace
 GRAIN = 50  # rows: where a chunk may begin (the file is indexed every GRAIN rows)
 
 
