@@ -33,6 +33,7 @@ from bulkops.errors import FileFormatError, StorageError, ValidationError
 from bulkops.formats import RawRow
 from bulkops.observability.logs import operation_scope
 from bulkops.observability.tracing import span
+from bulkops.storage.lanes import enter_processing_lane
 from bulkops.storage.lifecycle import HELD_STATUSES
 from bulkops.storage.records import Fence, OperationRecord, RowRecord
 from bulkops.storage.states import OperationStatus, RowState
@@ -145,6 +146,7 @@ class Run:
     async def execute(self) -> None:
         """Process to the end and record the outcome."""
         operation_scope(self.record.id)  # this task's log lines, and its children's
+        enter_processing_lane()  # its reads never queue behind the API's
         with span(
             "bulkops.operation",
             **{

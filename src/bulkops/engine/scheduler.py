@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections import deque
@@ -21,6 +22,7 @@ from bulkops.engine.run import Run, StopReason
 from bulkops.engine.signals import SignalHub, deliver_signal
 from bulkops.errors import IllegalTransition, StorageError, StorageUnavailable
 from bulkops.storage import lifecycle
+from bulkops.storage.lanes import enter_processing_lane
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
 from bulkops.storage.ports import RowStore, WakeUps
 from bulkops.storage.records import ChunkRecord, OperationRecord
@@ -158,7 +160,7 @@ class WorkScheduler:
         self._begin(self._take_operation(operation_id))
 
     def _begin(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
+        task = asyncio.create_task(work, context=_processing())
         self._work.add(task)
         self._idle.clear()
         task.add_done_callback(self._ended)
@@ -213,7 +215,7 @@ class WorkScheduler:
             pass  # the operation's signal watch finds it at its next poll
 
     def _spawn(self, *coroutines: Coroutine[Any, Any, None]) -> None:
-        self._tasks.extend(asyncio.create_task(c) for c in coroutines)
+        self._tasks.extend(asyncio.create_task(c, context=_processing()) for c in coroutines)
 
     def _serves(self, record: OperationRecord) -> bool:
         # Another worker sharing this storage may serve it: leave it to that one.
@@ -555,6 +557,13 @@ class WorkScheduler:
         await self._stop_keeping()
         if self._processor.helpers is not None:
             await self._processor.helpers.close()
+
+
+def _processing() -> contextvars.Context:
+    """A context whose tasks read in the processing lane (``storage.lanes``)."""
+    context = contextvars.copy_context()
+    context.run(enter_processing_lane)
+    return context
 
 
 def _gave_up_chunk(index: int, limit: int) -> str:
