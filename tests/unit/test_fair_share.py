@@ -9,7 +9,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from bulkops.engine.fair_share import FairShare, SharedSlots, Turn, tenant_of
+from bulkops.engine.fair_share import FairShare, SharedSlots, Turn, TurnSlots, tenant_of
 from bulkops.storage.records import OperationRecord
 from bulkops.storage.states import OperationStatus
 
@@ -177,3 +177,14 @@ def test_tenant_is_the_fairness_key_else_the_creator() -> None:
     assert tenant_of(record(), object(), None) == "ann"
     assert tenant_of(record(), Keyed(), None) == "team-of-ann"
     assert tenant_of(record(), Broken(), None) == "ann"
+
+
+async def test_a_row_waiting_for_a_rate_limit_gives_its_turn_up() -> None:
+    share = FairShare(1)
+    turn = Turn(share, share.join(uuid4(), "a", 0, 1))
+    await turn.hold()
+    other = share.join(uuid4(), "b", 0, 1)
+    async with TurnSlots(turn).given_up():
+        await asyncio.wait_for(share.take(other), 1)  # the slot is free meanwhile
+        share.give(other, ROW)
+    assert turn.held

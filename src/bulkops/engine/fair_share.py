@@ -348,6 +348,23 @@ class SharedSlots(Slots):
         super().give()
 
 
+class TurnSlots(Slots):
+    """The one slot of a run of rows one at a time, as ``Slots``: a row waiting for a
+    rate-limit permit gives the run's turn up meanwhile (``Pacer``)."""
+
+    def __init__(self, turn: Turn) -> None:
+        super().__init__(1)
+        self._turn = turn
+
+    async def take(self) -> None:
+        """Hold the turn again."""
+        await self._turn.hold()
+
+    def give(self) -> None:
+        """Give the turn up."""
+        self._turn.release()
+
+
 def tenant_of(record: OperationRecord, instance: object, metadata: object) -> str:
     """Whom an operation's rows count against: the operation class's
     ``fairness_key(metadata, created_by)`` when it defines one, else the operation's

@@ -20,7 +20,7 @@ from bulkops.definition.models import Metadata
 from bulkops.definition.operation import OperationBase, OperationDefinition
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.dry_run import DRY_RUN_STEP, DRY_RUN_STEP_INDEX, DryRunner
-from bulkops.engine.fair_share import Claimant, SharedSlots, Turn, tenant_of
+from bulkops.engine.fair_share import Claimant, SharedSlots, Turn, TurnSlots, tenant_of
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.lease import Held, Lease
 from bulkops.engine.pacing import Pacer, Slots
@@ -254,7 +254,8 @@ class Run:
             # Only operations with a budget pay for counting their failed rows.
             failed = await self._retry.call(self._stores.operations.failed_rows, self.record.id)
         self._budget = FailureBudget(controls, total, failed)
-        pacer = Pacer(self._p.gate, self._slots)
+        waiting = self._slots or (TurnSlots(self._turn) if self._turn is not None else None)
+        pacer = Pacer(self._p.gate, waiting)
         basics = (definition, instance, metadata, self.record.id)
         created_by = self.record.created_by
         if definition.is_batch:
