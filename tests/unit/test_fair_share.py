@@ -176,7 +176,13 @@ def test_tenant_is_the_fairness_key_else_the_creator() -> None:
 
     assert tenant_of(record(), object(), None) == "ann"
     assert tenant_of(record(), Keyed(), None) == "team-of-ann"
+
+    class Awaited:
+        async def fairness_key(self, metadata: object, created_by: str) -> str:
+            return "never"
+
     assert tenant_of(record(), Broken(), None) == "ann"
+    assert tenant_of(record(), Awaited(), None) == "ann"
 
 
 async def test_a_row_waiting_for_a_rate_limit_gives_its_turn_up() -> None:

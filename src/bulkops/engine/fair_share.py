@@ -27,6 +27,7 @@ as here, kept by the stores: highest priority first, then oldest (``claimable``,
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections import Counter, deque
 from collections.abc import Iterable
@@ -376,7 +377,10 @@ def tenant_of(record: OperationRecord, instance: object, metadata: object) -> st
         except Exception:  # a broken key must not stop the operation
             log.warning("fairness_key of %s failed; using its creator", record.id, exc_info=True)
         else:
-            if found is not None:
+            if inspect.isawaitable(found):  # it must answer at once, not be awaited
+                getattr(found, "close", lambda: None)()
+                log.warning("fairness_key of %s must be a plain def; using its creator", record.id)
+            elif found is not None:
                 return str(found)
     tenant = getattr(record, "tenant", None)
     return str(tenant) if tenant else record.created_by
