@@ -94,7 +94,7 @@ CALL_SLEEP = 0.01  # seconds each row of bench-call sleeps
 
 @bo.operation(BENCH_CALL, description="Each row waits 10 ms, like a quick call to a service")
 class BenchCall(bo.RowOperation[BenchMeta, BenchRow]):
-    """Scenarios 15 and 16: many people's imports of rows that call another service."""
+    """Scenarios 19 and 20: many people's imports of rows that call another service."""
 
     async def process_row(self, row: BenchRow, metadata: BenchMeta) -> None:
         """Wait like an I/O call."""

@@ -1,10 +1,10 @@
-"""Scenarios 15-18 (issue 24): a service shared by many people, at default settings.
+"""Scenarios 19-22 (issue 24): a service shared by many people, at default settings.
 
-15: a 10-row import behind a backlog of 8 imports of 2,000 rows that call another service
-(10 ms a row), against the same import on a quiet service. 16: a second tenant's import
-beside a first tenant's 6, its share of the rows over a few seconds. 17: a small operation
+19: a 10-row import behind a backlog of 8 imports of 2,000 rows that call another service
+(10 ms a row), against the same import on a quiet service. 20: a second tenant's import
+beside a first tenant's 6, its share of the rows over a few seconds. 21: a small operation
 of slow rows (6,000 rows of 20 ms, 10 at a time) on one and two worker processes on
-PostgreSQL, at the default chunk size. 18: 20 uploads at once with and without 8 clients
+PostgreSQL, at the default chunk size. 22: 20 uploads at once with and without 8 clients
 reading status, errors and the list in closed loops.
 """
 
@@ -75,7 +75,7 @@ def _small_alone(context: Context) -> float:
 
 
 def small_behind_backlog(context: Context) -> Result:
-    """Scenario 15: a 10-row import behind 8 imports of 2,000 rows of 10 ms."""
+    """Scenario 19: a 10-row import behind 8 imports of 2,000 rows of 10 ms."""
     alone = _small_alone(context)
     big = context.csv_of(BACKLOG_ROWS)
     with data_dir() as directory, Service(directory) as service, httpx.Client(timeout=60) as c:
@@ -103,7 +103,7 @@ def small_behind_backlog(context: Context) -> Result:
 
 
 def second_tenant(context: Context) -> Result:
-    """Scenario 16: bob's one import beside alice's 6, bob's share of the rows."""
+    """Scenario 20: bob's one import beside alice's 6, bob's share of the rows."""
     big = context.csv_of(BACKLOG_ROWS * 2)
     with data_dir() as directory, Service(directory) as service, httpx.Client(timeout=60) as c:
         url = service.url
@@ -137,7 +137,7 @@ def second_tenant(context: Context) -> Result:
 
 
 def slow_split_default(context: Context) -> Result:
-    """Scenario 17: 6,000 rows of 20 ms on one and two workers, default chunk size."""
+    """Scenario 21: 6,000 rows of 20 ms on one and two workers, default chunk size."""
     rows = 1500 if context.sizes.name == "quick" else 6000
     path = context.csv_of(rows)
     runs = {
@@ -164,7 +164,7 @@ def slow_split_default(context: Context) -> Result:
 
 
 def closed_loop_readers(context: Context) -> Result:
-    """Scenario 18: 20 uploads at once, quiet and with 8 closed-loop readers."""
+    """Scenario 22: 20 uploads at once, quiet and with 8 closed-loop readers."""
     quick = context.sizes.name == "quick"
     files, rows = (10, 2000) if quick else (20, 20000)
     quiet, _ = _concurrent(context, files, rows, 0)

@@ -156,9 +156,7 @@ class OperationRun(Run):
                 await self._split(cut(counted.chunks, 1, counted.total, 1), counted.total)
                 return
             if chunk_rows and counted.total > GRAIN:  # may be split at the pace of its rows
-                counted = await asyncio.to_thread(
-                    count_chunks, path, fmt, GRAIN, delimiter, sheet
-                )
+                counted = await asyncio.to_thread(count_chunks, path, fmt, GRAIN, delimiter, sheet)
             await self._retry.call(
                 self._stores.operations.set_total_rows, self.record.id, counted.total
             )
