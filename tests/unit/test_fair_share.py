@@ -194,3 +194,9 @@ async def test_a_row_waiting_for_a_rate_limit_gives_its_turn_up() -> None:
         await asyncio.wait_for(share.take(other), 1)  # the slot is free meanwhile
         share.give(other, ROW)
     assert turn.held
+
+
+def test_tenant_is_the_operation_tenant_before_its_creator() -> None:
+    from dataclasses import replace
+
+    assert tenant_of(replace(record(), tenant="acme"), object(), None) == "acme"

@@ -382,5 +382,4 @@ def tenant_of(record: OperationRecord, instance: object, metadata: object) -> st
                 log.warning("fairness_key of %s must be a plain def; using its creator", record.id)
             elif found is not None:
                 return str(found)
-    tenant = getattr(record, "tenant", None)
-    return str(tenant) if tenant else record.created_by
+    return record.tenant or record.created_by
