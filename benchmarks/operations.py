@@ -88,6 +88,19 @@ class BenchWait(bo.RowOperation[BenchMeta, BenchRow]):
         await asyncio.sleep(WAIT_SLEEP)
 
 
+BENCH_CALL = "bench-call"
+CALL_SLEEP = 0.01  # seconds each row of bench-call sleeps
+
+
+@bo.operation(BENCH_CALL, description="Each row waits 10 ms, like a quick call to a service")
+class BenchCall(bo.RowOperation[BenchMeta, BenchRow]):
+    """Scenarios 19 and 20: many people's imports of rows that call another service."""
+
+    async def process_row(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Wait like an I/O call."""
+        await asyncio.sleep(CALL_SLEEP)
+
+
 BENCH_BATCH = "bench-batch"
 BATCH_SIZE = 500
 

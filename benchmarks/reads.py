@@ -119,9 +119,10 @@ def _wait_all(url: str, ids: list[str], timeout: float = 900) -> int:
 class _Readers(threading.Thread):
     """Clients polling status, errors and the list of the running operations."""
 
-    def __init__(self, url: str, ids: list[str], clients: int) -> None:
+    def __init__(self, url: str, ids: list[str], clients: int, pause: float = 0.1) -> None:
         super().__init__(daemon=True)
         self.url, self.ids, self.clients = url, ids, clients
+        self.pause = pause  # seconds between a client's reads (0: a closed loop)
         self.latencies: list[float] = []
         self.errors = 0
         self.stop = threading.Event()
@@ -146,7 +147,8 @@ class _Readers(threading.Thread):
                     else:
                         self.errors += 1
                     turn += 1
-                    time.sleep(0.1)
+                    if self.pause:
+                        time.sleep(self.pause)
 
         with ThreadPoolExecutor(self.clients) as pool:
             list(pool.map(poll, range(self.clients)))
@@ -156,13 +158,16 @@ class _Readers(threading.Thread):
         return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1] * MS
 
 
-def _concurrent(context: Context, files: int, rows: int, readers: int) -> tuple[float, _Readers]:
-    """Aggregate rows/s of ``files`` uploads of ``rows`` rows at once."""
+def _concurrent(
+    context: Context, files: int, rows: int, readers: int, pause: float = 0.1
+) -> tuple[float, _Readers]:
+    """Aggregate rows/s of ``files`` uploads of ``rows`` rows at once, with ``readers``
+    clients reading meanwhile (``pause`` seconds between reads; 0: closed loops)."""
     path = context.csv_of(rows)
     with data_dir() as directory, Service(directory) as service:
         started = time.perf_counter()
         ids = _upload_all(service.url, [path] * files)
-        polling = _Readers(service.url, ids, readers)
+        polling = _Readers(service.url, ids, readers, pause)
         if readers:
             polling.start()
         done = _wait_all(service.url, ids)

@@ -31,6 +31,12 @@ from benchmarks.reads import concurrent_uploads, read_latency
 from benchmarks.results import Figure, Result, at_least, at_most
 from benchmarks.scaleout import postgres_throughput, worker_speedup
 from benchmarks.service import Service
+from benchmarks.sharing import (
+    closed_loop_readers,
+    second_tenant,
+    slow_split_default,
+    small_behind_backlog,
+)
 from benchmarks.spreadsheet import xlsx_import
 
 Measure = Callable[[Context], Result]
@@ -538,5 +544,29 @@ SCENARIOS: tuple[Scenario, ...] = (
         "Compound faults: workers killed, connections cut, database restarted",
         "repeats of one fault <= 2 x workers x MaxRowConcurrency",
         compound_faults,
+    ),
+    Scenario(
+        19,
+        "10-row import behind 8 imports of 2,000 rows of 10 ms (one serve, defaults)",
+        "within max(2 s, 10 x alone)",
+        small_behind_backlog,
+    ),
+    Scenario(
+        20,
+        "Second tenant's import beside a first tenant's 6 (rows of 10 ms, defaults)",
+        ">= 0.35 of the rows",
+        second_tenant,
+    ),
+    Scenario(
+        21,
+        "PostgreSQL: 6,000 rows of 20 ms on 1 and 2 workers, default chunk size",
+        ">= 1.7 x with two workers against one",
+        slow_split_default,
+    ),
+    Scenario(
+        22,
+        "20 uploads at once, quiet and with 8 closed-loop readers (status, errors, list)",
+        ">= 0.5 x quiet; read p99 < 100 ms",
+        closed_loop_readers,
     ),
 )

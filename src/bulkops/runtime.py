@@ -17,6 +17,7 @@ from bulkops.channels.dispatcher import Dispatcher
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry, load_registry
+from bulkops.engine.fair_share import FairShare
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
 from bulkops.engine.row_helpers import RowHelpers
@@ -250,6 +251,8 @@ class Runtime:
     ) -> Scheduler:
         if role == "api":
             return NullScheduler(stores.wakeups)
+        share = FairShare(settings.worker_count * settings.max_row_concurrency)
+        metrics.watch_sharing(share)
         processor = Processor(
             registry,
             stores,
@@ -267,6 +270,7 @@ class Runtime:
             hub,
             metrics,
             helpers,
+            share,
         )
         return WorkScheduler(
             processor,

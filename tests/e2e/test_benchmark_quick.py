@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CHECKED = {"PASS", "MISS"}
-SCENARIOS = list(range(1, 19))
+SCENARIOS = list(range(1, 23))
 WITH_RATIOS = {
     1,
     3,
@@ -25,6 +25,10 @@ WITH_RATIOS = {
     15,
     16,
     17,
+    19,
+    20,
+    21,
+    22,
 }  # every throughput figure comes with its ratio to the reference
 
 pytestmark = pytest.mark.e2e

@@ -65,7 +65,8 @@ def event_messages(url: str, operation_id: str) -> list[str]:
 def test_a_killed_serve_resumes_its_operation_when_started_again(
     spawn: Callable[..., Process], tmp_path: Path
 ) -> None:
-    settings: dict[str, Any] = {"abandon_after": 2}
+    # Never split (its slow rows would be cut into chunks): the operation itself is resumed.
+    settings: dict[str, Any] = {"abandon_after": 2, "chunk_rows": 0}
     process, url = serve(spawn, **settings)
     log = tmp_path / "side-effects.log"
     operation_id = submit(url, log)
@@ -183,7 +184,12 @@ def status_of_db(path: Path, operation_id: str) -> str:
 def test_a_killed_workers_operation_is_finished_by_another(
     spawn: Callable[..., Process], tmp_path: Path, empty_postgres_url: str
 ) -> None:
-    database: dict[str, Any] = {"database_url": empty_postgres_url, "abandon_after": 2}
+    # Never split (its slow rows would be cut into chunks): the operation itself is taken over.
+    database: dict[str, Any] = {
+        "database_url": empty_postgres_url,
+        "abandon_after": 2,
+        "chunk_rows": 0,
+    }
     _, url = serve(spawn, "--role", "api", **database)
     workers = [spawn("worker", pending_poll_interval="0.1", **database) for _ in range(2)]
     log = tmp_path / "side-effects.log"

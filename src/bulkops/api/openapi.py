@@ -214,6 +214,13 @@ def submission_body(registry: Registry, schemas: JsonObject, *, extra: bool) -> 
             "type": "string",
             "description": "Creator for anonymous use; ignored when a policy is configured",
         }
+        properties["priority"] = {
+            "type": "integer",
+            "minimum": -10,
+            "maximum": 10,
+            "default": 0,
+            "description": "Higher runs first (lower priorities with work still get a tenth)",
+        }
         encoding["notifications"] = {"contentType": "application/json"}
         properties["dryRun"] = {
             "type": "string",

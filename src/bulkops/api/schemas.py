@@ -154,6 +154,7 @@ class OperationSchema(Schema):
     # Omitted unless true, like the null fields.
     dry_run: bool | None = None
     source_operation_id: UUID | None = None
+    priority: int = 0
 
     @classmethod
     def from_record(cls, source: object) -> Self:

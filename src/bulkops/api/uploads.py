@@ -33,6 +33,7 @@ class SubmissionForm:
     sheet: str | None = None
     dry_run: str | None = None
     source_operation_id: str | None = None
+    priority: str | None = None
 
 
 async def _chunks(file: UploadFile) -> AsyncIterator[bytes]:
@@ -95,6 +96,7 @@ async def read_form(request: Request, max_upload_bytes: int) -> tuple[Submission
             sheet=_text(form, "sheet"),
             dry_run=_text(form, "dryRun"),
             source_operation_id=_text(form, "sourceOperationId"),
+            priority=_text(form, "priority"),
         ),
         form,
     )

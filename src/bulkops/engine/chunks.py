@@ -108,10 +108,14 @@ class ChunkRun(Run):
                 rows.close()
 
     def _may_use_helper(self, definition: OperationDefinition, stored: StoredRows | None) -> bool:
-        """Whether the chunk's rows may run in a helper process (none of them stored yet)."""
+        """Whether the chunk's rows may run in a helper process (none of them stored yet).
+        Not the chunks of an operation split at the pace of its rows (one of at most
+        ``chunk_rows`` rows): its rows are slow, and run here in the process's fair share."""
         concurrency, dry_run = self._config.max_row_concurrency, self.record.dry_run
-        return runs_in_helper(definition, concurrency, dry_run=dry_run) and (
-            stored is None or stored.next_number > self.chunk.last_row
+        return (
+            runs_in_helper(definition, concurrency, dry_run=dry_run)
+            and self.record.total_rows > self._config.chunk_rows
+            and (stored is None or stored.next_number > self.chunk.last_row)
         )
 
     def _helper_for(

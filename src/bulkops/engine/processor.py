@@ -11,14 +11,16 @@ from typing import TYPE_CHECKING
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry
+from bulkops.engine.fair_share import FairShare
 from bulkops.engine.lease import Held
 from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry, apply_change
 from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_fixes
 from bulkops.engine.retry import RetrySource
 from bulkops.engine.row_helpers import RowHelpers, runs_in_helper
-from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
+from bulkops.engine.run import Ending, OperationFailed, Run, Runner, StopReason
 from bulkops.engine.signals import SignalHub
+from bulkops.engine.spread import GRAIN, SPREAD_SECONDS, Cut, Probe, chunk_size, cut
 from bulkops.errors import IllegalTransition
 from bulkops.formats import FileFormat, RowCount, count_chunks
 from bulkops.observability.metrics import Metrics
@@ -92,8 +94,10 @@ class Processor:
         hub: SignalHub | None = None,
         metrics: Metrics | None = None,
         helpers: RowHelpers | None = None,
+        share: FairShare | None = None,
     ) -> None:
         self.registry = registry
+        self.share = share  # the row slots every run takes (None: each run has its own)
         self.helpers = helpers  # processes that may run the rows of chunks
         self.stores = stores
         self.config = config
@@ -144,12 +148,15 @@ class OperationRun(Run):
             ):
                 helpers.warm()  # starts while the rows are counted
             sheet = self.record.sheet
+            chunk_rows = self._config.chunk_rows
             counted = await asyncio.to_thread(
-                count_chunks, path, fmt, self._config.chunk_rows or 2**31, delimiter, sheet
+                count_chunks, path, fmt, chunk_rows or 2**31, delimiter, sheet
             )
-            if len(counted.chunks) > 1:
-                await self._split(counted)
+            if len(counted.chunks) > 1:  # more rows than chunk_rows: split at once
+                await self._split(cut(counted.chunks, 1, counted.total, 1), counted.total)
                 return
+            if chunk_rows and counted.total > GRAIN:  # may be split at the pace of its rows
+                counted = await asyncio.to_thread(count_chunks, path, fmt, GRAIN, delimiter, sheet)
             await self._retry.call(
                 self._stores.operations.set_total_rows, self.record.id, counted.total
             )
@@ -166,17 +173,36 @@ class OperationRun(Run):
             )
             try:
                 stored = await StoredRows.load(self._stores.rows, self.record.id)
-                await self._run(FileRows(reader, stored), runner)
+                await self._run_and_spread(FileRows(reader, stored), runner, counted)
             finally:
                 reader.close()
 
-    async def _split(self, counted: RowCount) -> None:
-        """Hand the operation to its chunks: any worker may now claim them."""
-        starts, total = counted.chunks, counted.total
-        ends = [start.first_row for start in starts[1:]] + [total + 1]
+    async def _run_and_spread(self, rows: FileRows, runner: Runner, counted: RowCount) -> None:
+        """Run the rows; when the file can be cut, run its first rows only, and split the
+        rest into chunks sized at their pace when it would take this worker long."""
+        if len(counted.chunks) < 2:
+            await self._run(rows, runner)
+            return
+        probe = Probe(rows, {start.first_row for start in counted.chunks})
+        await self._run(probe.first(), runner)
+        probe.ended()
+        if self.stop_reason is not None or self._over_budget() or not probe.next_row:
+            return
+        left = counted.total - probe.next_row + 1
+        if left * probe.seconds_per_row <= SPREAD_SECONDS:
+            await self._run(probe.rest(), runner)
+            return
+        if self._turn is not None:
+            self._turn.release()
+        await self._recorder.close()  # its rows are stored before the split
+        size = chunk_size(probe.seconds_per_row, self._config.chunk_rows)
+        await self._split(cut(counted.chunks, probe.next_row, counted.total, size), counted.total)
+
+    async def _split(self, cuts: list[Cut], total: int) -> None:
+        """Hand the rest of the operation to its chunks: any worker may now claim them."""
         parts = [
-            ChunkRecord(self.record.id, index, start.first_row, end - start.first_row, start.offset)
-            for index, (start, end) in enumerate(zip(starts, ends, strict=True))
+            ChunkRecord(self.record.id, index, c.first_row, c.row_count, c.offset)
+            for index, c in enumerate(cuts)
         ]
         now, me = utcnow(), self._config.worker_id
 

@@ -20,6 +20,7 @@ from bulkops.definition.models import Metadata
 from bulkops.definition.operation import OperationBase, OperationDefinition
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.dry_run import DRY_RUN_STEP, DRY_RUN_STEP_INDEX, DryRunner
+from bulkops.engine.fair_share import Claimant, SharedSlots, Turn, TurnSlots, tenant_of
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.lease import Held, Lease
 from bulkops.engine.pacing import Pacer, Slots
@@ -32,6 +33,7 @@ from bulkops.errors import FileFormatError, StorageError, ValidationError
 from bulkops.formats import RawRow
 from bulkops.observability.logs import operation_scope
 from bulkops.observability.tracing import span
+from bulkops.storage.lanes import enter_processing_lane
 from bulkops.storage.lifecycle import HELD_STATUSES
 from bulkops.storage.records import Fence, OperationRecord, RowRecord
 from bulkops.storage.states import OperationStatus, RowState
@@ -43,6 +45,10 @@ log = logging.getLogger("bulkops.engine")
 
 Runner = RowRunner | PipelineRunner | BatchRunner | DryRunner
 PlainRunner = RowRunner | DryRunner  # runners with ``run_plain``
+# Rows run this long between two yields to the event loop: each yield puts the run behind
+# every HTTP request that is ready, so yielding after every batch let busy readers starve
+# processing; a few milliseconds keeps requests quick and the rows going.
+SLICE_SECONDS = 0.005
 # Rows travel in small batches (resume.BATCH_SIZE): one await per batch, not per row.
 RowBatches = AsyncIterable[RowBatch]
 
@@ -104,6 +110,8 @@ class Run:
         self._work: asyncio.Task[None] | None = None
         limit = self._config.max_row_concurrency
         self._slots = Slots(limit) if limit > 1 else None
+        self._claimant: Claimant | None = None  # its place in the process's row slots
+        self._turn: Turn | None = None  # its slot while it runs rows one at a time
         self._budget: FailureBudget | None = None
         self._recorder = RowRecorder(
             record,
@@ -138,6 +146,7 @@ class Run:
     async def execute(self) -> None:
         """Process to the end and record the outcome."""
         operation_scope(self.record.id)  # this task's log lines, and its children's
+        enter_processing_lane()  # its reads never queue behind the API's
         with span(
             "bulkops.operation",
             **{
@@ -180,6 +189,7 @@ class Run:
             log.exception("Unexpected error while processing %s", self.record.id)
             failure = f"Internal error: {error_text(exc)}"
         finally:
+            self._leave_share()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
@@ -213,8 +223,29 @@ class Run:
             )
         return definition
 
+    def _join_share(self, instance: OperationBase[Any, Any], metadata: Metadata) -> None:
+        """Take a place in the process's row slots: its rows take their slots from there."""
+        share = self._p.share
+        if share is None or self._claimant is not None:
+            return
+        limit = self._config.max_row_concurrency
+        tenant = tenant_of(self.record, instance, metadata)
+        claimant = share.join(self.record.id, tenant, self.record.priority, limit)
+        self._claimant = claimant
+        if limit > 1:
+            self._slots = SharedSlots(limit, share, claimant)
+        else:
+            self._turn = Turn(share, claimant)
+
+    def _leave_share(self) -> None:
+        if self._claimant is not None and self._p.share is not None:
+            if self._turn is not None:
+                self._turn.release()
+            self._p.share.leave(self._claimant)
+
     async def _prepare(self, definition: OperationDefinition, total: int) -> Runner:
         metadata, instance = await instantiate(definition, self.record.metadata)
+        self._join_share(instance, metadata)
         if self.record.dry_run:  # every row is validated: no failure budget, no pacing
             created_by = self.record.created_by
             return DryRunner(definition, instance, metadata, self.record.id, created_by=created_by)
@@ -223,7 +254,8 @@ class Run:
             # Only operations with a budget pay for counting their failed rows.
             failed = await self._retry.call(self._stores.operations.failed_rows, self.record.id)
         self._budget = FailureBudget(controls, total, failed)
-        pacer = Pacer(self._p.gate, self._slots)
+        waiting = self._slots or (TurnSlots(self._turn) if self._turn is not None else None)
+        pacer = Pacer(self._p.gate, waiting)
         basics = (definition, instance, metadata, self.record.id)
         created_by = self.record.created_by
         if definition.is_batch:
@@ -261,9 +293,10 @@ class Run:
             await self._run_window(rows, runner)
 
     async def _run_sequential(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
-        recorder = self._recorder
+        recorder, turn = self._recorder, self._turn
         fresh = runner if isinstance(runner, RowRunner | DryRunner) and runner.plain else None
         took, clock = self._p.metrics.row_timer(self.record.operation_name), perf_counter
+        resume_by = clock() + SLICE_SECONDS
         async for batch in rows:
             plain: list[RawRow] = []  # fresh rows of a plain operation, run together
             for raw, existing in batch:
@@ -273,18 +306,48 @@ class Run:
                 if fresh is not None and plain and await self._run_plain(fresh, plain, took):
                     return
                 plain = []
+                if turn is not None:
+                    await turn.hold()
                 started = clock()
                 self._add(await runner.run(raw, existing))
-                took(clock() - started)
+                took(elapsed := clock() - started)
+                if turn is not None and turn.ran(1, elapsed):
+                    await turn.pass_on()
                 if self._over_budget():
                     return  # no further row starts
             if fresh is not None and plain and await self._run_plain(fresh, plain, took):
                 return
             if recorder.full:
+                if turn is not None:
+                    turn.release()  # nobody's rows wait for this one's writes
                 await recorder.wait_room()
-            await asyncio.sleep(0)  # let HTTP requests and other operations in
+            if clock() >= resume_by:  # let HTTP requests and other operations in
+                await asyncio.sleep(0)
+                resume_by = clock() + SLICE_SECONDS
 
     async def _run_plain(
+        self, fresh: PlainRunner, raws: list[RawRow], took: Callable[[float], None]
+    ) -> bool:
+        """Run fresh rows of a plain operation in turns of the process's row slots (as
+        many rows a turn as fit in ``fair_share.QUANTUM`` at their pace: the whole batch
+        when they are fast); True when the failure budget is spent."""
+        turn = self._turn
+        if turn is None:
+            return await self._run_plain_rows(fresh, raws, took)
+        start, clock = 0, perf_counter
+        while start < len(raws):
+            await turn.hold()
+            end = min(len(raws), start + turn.rows_per_turn)
+            part = raws if start == 0 and end == len(raws) else raws[start:end]
+            began = clock()
+            if await self._run_plain_rows(fresh, part, took):
+                return True
+            if turn.ran(end - start, clock() - began):
+                await turn.pass_on()
+            start = end
+        return False
+
+    async def _run_plain_rows(
         self, fresh: PlainRunner, raws: list[RawRow], took: Callable[[float], None]
     ) -> bool:
         """Run fresh rows of a plain operation, each completed one a number in a run, no
@@ -320,7 +383,10 @@ class Run:
 
     async def _run_batches(self, rows: RowBatches, runner: BatchRunner) -> None:
         size = runner.definition.controls.batch_size or 1
-        window = Window(self._config.max_row_concurrency, self._slots, self._add, self._recorder)
+        slots = self._slots
+        if slots is None and self._claimant is not None and self._p.share is not None:
+            slots = SharedSlots(1, self._p.share, self._claimant)
+        window = Window(self._config.max_row_concurrency, slots, self._add, self._recorder)
         pending: list[Pending] = []
         # Without validate_row nothing is awaited before a row joins its batch.
         convert = None if runner.definition.overrides_validate_row else runner.convert

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +22,7 @@ from bulkops.engine.run import Run, StopReason
 from bulkops.engine.signals import SignalHub, deliver_signal
 from bulkops.errors import IllegalTransition, StorageError, StorageUnavailable
 from bulkops.storage import lifecycle
+from bulkops.storage.lanes import enter_processing_lane
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
 from bulkops.storage.ports import RowStore, WakeUps
 from bulkops.storage.records import ChunkRecord, OperationRecord
@@ -33,14 +36,13 @@ _PICKUP_BATCH = 1000
 # have answered that long since an outage): a process whose liveness lock went with a
 # dropped connection takes it again well within it.
 CONFIRM_DEATH = 2.0
-
-
-class _ChunkTurn:
-    """A slot's turn to claim a chunk of a split operation (one is enough for all)."""
-
-
-_TURN = _ChunkTurn()
-Work = UUID | _ChunkTurn
+# Operations a process works on at once at most: a bound against a runaway (open files,
+# heartbeats, connections), far above what its row slots can keep busy; the rest wait here
+# in order.
+MAX_OPERATIONS = 256
+# Chunks a process works on at once at most (one per split operation, and one claimed
+# ahead each): a bound against a runaway, far above what a process's row slots can use.
+MAX_CHUNK_TURNS = 256
 
 
 class Scheduler(Protocol):
@@ -91,7 +93,9 @@ class SchedulerConfig:
 
 
 class WorkScheduler:
-    """Processes up to ``worker_count`` operations at once.
+    """Processes every operation it can claim, and a chunk of every split operation, at
+    once: none waits for another to end. How many rows run at once is the processor's
+    ``FairShare`` (``engine/fair_share.py``), which decides which run's row goes next.
 
     An operation is claimed with its concurrency token before processing; when another
     process claimed it first the claim fails and the operation is skipped. Pending and
@@ -107,11 +111,16 @@ class WorkScheduler:
         self._worker_id = processor.config.worker_id
         self._config = config
         self._outages = processor.retry.outages
-        self._queue: asyncio.Queue[Work] = asyncio.Queue()
+        self._work: set[asyncio.Task[None]] = set()  # operations and chunk turns in progress
+        self._operations_here = 0  # operations being claimed or processed here
+        self._later: deque[UUID] = deque()  # queued beyond MAX_OPERATIONS
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._known: set[UUID] = set()
         # Runs in progress: by operation id, or (operation id, chunk index) for chunks.
         self._active: dict[UUID | tuple[UUID, int], tuple[Run, asyncio.Task[None]]] = {}
         self._turns = 0  # chunk turns queued or being taken
+        self._no_chunk = False  # the last claim found none: no turn tries until news
         # Operations this process holds a chunk of; one claim at a time keeps it exact.
         self._chunked: set[UUID] = set()
         # Per operation, the run of the chunk its next chunk claimed here follows: that
@@ -141,16 +150,33 @@ class WorkScheduler:
         if self._stopping or operation_id in self._known:
             return
         self._known.add(operation_id)
-        self._queue.put_nowait(operation_id)
+        if self._operations_here >= MAX_OPERATIONS:
+            self._later.append(operation_id)  # started as one here ends
+            return
+        self._start_operation(operation_id)
+
+    def _start_operation(self, operation_id: UUID) -> None:
+        self._operations_here += 1
+        self._begin(self._take_operation(operation_id))
+
+    def _begin(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work, context=_processing())
+        self._work.add(task)
+        self._idle.clear()
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._work.discard(task)
+        if not self._work:
+            self._idle.set()
 
     async def start(self) -> None:
-        """Start the slots, pick up waiting and abandoned work, and start the pollers."""
+        """Pick up waiting and abandoned work, and start the pollers."""
         if self._started:
             return
         self._started = True
         config = self._config
         self._keeping = asyncio.create_task(self._processor.stores.liveness.keep(self._worker_id))
-        self._spawn(*(self._slot() for _ in range(config.worker_count)))
         await self._quietly(self.pickup)
         await self._quietly(self.scan_abandoned)
         await self._quietly(self.poll_chunks)
@@ -189,7 +215,7 @@ class WorkScheduler:
             pass  # the operation's signal watch finds it at its next poll
 
     def _spawn(self, *coroutines: Coroutine[Any, Any, None]) -> None:
-        self._tasks.extend(asyncio.create_task(c) for c in coroutines)
+        self._tasks.extend(asyncio.create_task(c, context=_processing()) for c in coroutines)
 
     def _serves(self, record: OperationRecord) -> bool:
         # Another worker sharing this storage may serve it: leave it to that one.
@@ -202,20 +228,23 @@ class WorkScheduler:
                 self.enqueue(record.id)
 
     def offer_chunks(self, count: int) -> int:
-        """Queue turns to claim up to ``count`` chunks, within the free slots; how many."""
-        free = self._config.worker_count - self._turns
+        """Start turns to claim up to ``count`` chunks; how many. A process holds one chunk
+        of each split operation at a time (and one claimed ahead), so the turns are bounded
+        by the operations, not by ``worker_count``: every split operation progresses."""
+        self._no_chunk = False
+        free = MAX_CHUNK_TURNS - self._turns
         offered = 0
         for _ in range(min(count, free)):
             if self._stopping:
                 break
             self._turns += 1
-            self._queue.put_nowait(_TURN)
+            self._begin(self._take_turn())
             offered += 1
         return offered
 
     async def poll_chunks(self) -> None:
-        """Queue turns for the chunks any process could claim now (Pending or abandoned)."""
-        if self._turns >= self._config.worker_count:
+        """Start turns for the chunks any process could claim now (Pending or abandoned)."""
+        if self._turns >= MAX_CHUNK_TURNS:
             return
         names = [definition.name for definition in self._processor.registry]
         waiting = await self._processor.stores.chunks.chunk_work(names, self._stale_before())
@@ -332,17 +361,6 @@ class WorkScheduler:
             await asyncio.sleep(seconds)
             await self._quietly(action)
 
-    async def _slot(self) -> None:
-        while True:
-            work = await self._queue.get()
-            try:
-                if isinstance(work, _ChunkTurn):
-                    await self._take_turn()
-                else:
-                    await self._take_operation(work)
-            finally:
-                self._queue.task_done()
-
     async def _take_operation(self, operation_id: UUID) -> None:
         try:
             if not self._stopping:
@@ -353,11 +371,14 @@ class WorkScheduler:
             self._known.discard(operation_id)
             self._takeovers.pop(operation_id, None)
             self._active.pop(operation_id, None)
+            self._operations_here -= 1
+            if self._later and not self._stopping:
+                self._start_operation(self._later.popleft())
 
     async def _take_turn(self) -> None:
         claimed = offered = False
         try:
-            if not self._stopping:
+            if not self._stopping and not self._no_chunk:
                 claimed, offered = await self._run_chunk()
         except StorageError:
             log.warning("Could not claim or process a chunk; will retry later", exc_info=True)
@@ -386,6 +407,7 @@ class WorkScheduler:
                 names, self._worker_id, utcnow(), self._stale_before(), exclude=self._chunked
             )
             if chunk is None:
+                self._no_chunk = True  # until a split, a notice or a poll says otherwise
                 return False, False
             self._chunked.add(chunk.operation_id)
         released = False
@@ -499,7 +521,7 @@ class WorkScheduler:
 
     async def wait_idle(self) -> None:
         """Return once nothing is queued or running (used by burst mode and tests)."""
-        await self._queue.join()
+        await self._idle.wait()
 
     @property
     def active(self) -> list[UUID]:
@@ -513,7 +535,7 @@ class WorkScheduler:
         if self._stopping:
             return
         self._stopping = True
-        for task in self._tasks[self._config.worker_count :]:
+        for task in self._tasks:
             task.cancel()  # pollers and sweeper
         for run, _ in self._active.values():
             if isinstance(run, ChunkRun) and run.waiting:
@@ -527,14 +549,21 @@ class WorkScheduler:
         remaining = [task for _, task in self._active.values()]
         if remaining:
             await asyncio.gather(*remaining, return_exceptions=True)
-        for task in self._tasks:
-            task.cancel()
+        # Claims and turns that were starting as the stop came, then the pollers.
+        await asyncio.gather(*self._work, return_exceptions=True)
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._stop_keeping()
         if self._processor.helpers is not None:
             await self._processor.helpers.close()
+
+
+def _processing() -> contextvars.Context:
+    """A context whose tasks read in the processing lane (``storage.lanes``)."""
+    context = contextvars.copy_context()
+    context.run(enter_processing_lane)
+    return context
 
 
 def _gave_up_chunk(index: int, limit: int) -> str:

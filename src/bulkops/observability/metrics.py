@@ -11,10 +11,15 @@ from __future__ import annotations
 import copy
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from bulkops.storage.states import OperationStatus
@@ -103,6 +108,65 @@ class _TenantView:
             yield family
 
 
+class TenantLoad(Protocol):
+    """One tenant's part of a process's row slots (``engine.fair_share.TenantShare``)."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def operations(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+    @property
+    def waiting(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+
+
+class Sharing(Protocol):
+    """What a process's fair share of row slots tells when scraped."""
+
+    def runnable(self) -> int:
+        """Operations with a run in progress in this process."""
+
+    def tenants(self) -> Sequence[TenantLoad]:
+        """Each tenant's runs, slots, waiting rows and rows so far."""
+
+
+class _SharingCollector(Collector):
+    """Runnable operations, and rows per tenant, read from the share when scraped."""
+
+    def __init__(self, sharing: Sharing) -> None:
+        self._sharing = sharing
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        tenants = self._sharing.tenants()
+        yield GaugeMetricFamily(
+            "bulkops_runnable_operations",
+            "Operations (or chunks of them) in progress in this process, sharing its row slots",
+            value=self._sharing.runnable(),
+        )
+        families = (
+            ("bulkops_tenant_operations", "Runs in progress in this process, by tenant", "o"),
+            ("bulkops_tenant_running_rows", "Row slots held now, by tenant", "r"),
+            ("bulkops_tenant_waiting_rows", "Rows waiting for a row slot now, by tenant", "w"),
+        )
+        for name, text, field in families:
+            gauge = GaugeMetricFamily(name, text, labels=["tenant"])
+            for load in tenants:
+                value = {"o": load.operations, "r": load.running, "w": load.waiting}[field]
+                gauge.add_metric([load.tenant], value)
+            yield gauge
+        rows = CounterMetricFamily(
+            "bulkops_tenant_rows",
+            "Rows (or batches) run in this process's row slots, by tenant",
+            labels=["tenant"],
+        )
+        for load in tenants:
+            rows.add_metric([load.tenant], load.rows)
+        yield rows
+
+
 class Metrics:
     """The service's metrics. Every recording method is cheap and never raises."""
 
@@ -164,6 +228,10 @@ class Metrics:
         self._signals_of = _Children(self._signals)
         self._requests_of = _Children(self._requests)
         self._latency_of = _Children(self._latency)
+
+    def watch_sharing(self, sharing: Sharing) -> None:
+        """Show the processing share's runnable operations and tenants when scraped."""
+        self.registry.register(_SharingCollector(sharing))
 
     def rows_done(self, operation: str, completed: int, failed: int) -> None:
         """Count rows recorded as Completed and Failed."""

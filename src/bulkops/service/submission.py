@@ -40,6 +40,7 @@ from bulkops.service.idempotency import Fingerprint, check_key
 from bulkops.service.notifications import parse_notifications
 from bulkops.service.ports import WorkQueue
 from bulkops.service.preflight import check_file
+from bulkops.service.priority import parse_priority
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.ports import FileStore, OperationStore
 from bulkops.storage.records import (
@@ -242,6 +243,7 @@ class SubmissionService:
         sheet: str | None = None,
         dry_run: str | None = None,
         source_operation_id: str | None = None,
+        priority: str | int | None = None,
     ) -> Created:
         """Store the file and a Pending operation, then hand it on to be processed.
 
@@ -258,9 +260,9 @@ class SubmissionService:
 
         Raises:
             BadRequest: unknown or missing operation, missing or empty file, bad
-                notifications, column map, idempotency key or dryRun; ``sheet`` for a
-                file that is not XLSX, a sheet the workbook lacks, a workbook that cannot
-                be read; a source of another operation.
+                notifications, column map, idempotency key, dryRun or priority; ``sheet``
+                for a file that is not XLSX, a sheet the workbook lacks, a workbook that
+                cannot be read; a source of another operation.
             NotFound: the source operation is unknown (or another tenant's).
             UnsupportedMediaType: the file is not CSV, JSON, JSON Lines or XLSX.
             Unprocessable: the metadata or the column map does not fit the operation, a
@@ -270,6 +272,7 @@ class SubmissionService:
             PayloadTooLarge: the file exceeds the upload limit.
             TooManyRequests: the tenant already has ``tenant_max_active`` active operations.
         """
+        rank = parse_priority(priority)
         dry = parse_flag("dryRun", dry_run)
         if source_operation_id is not None:
             content = await self._from_source(
@@ -303,6 +306,7 @@ class SubmissionService:
             dry_run=dry,
             source_operation_id=None if content.source is None else content.source.id,
             sheet=chosen,
+            priority=rank,
         )
         claim = None
         if key is not None:

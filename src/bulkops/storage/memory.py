@@ -115,6 +115,11 @@ def _same_tenant(record: OperationRecord, new: OperationRecord) -> bool:
     return record.tenant is None and record.created_by == new.created_by
 
 
+def _first_in_line(records: Iterable[OperationRecord]) -> builtins.list[OperationRecord]:
+    """Highest priority first, then oldest first (the order work is claimed in)."""
+    return sorted(records, key=lambda r: (-r.priority, r.created_at, r.id))
+
+
 def _claimable(record: OperationRecord) -> bool:
     return record.status is OperationStatus.PENDING or (
         record.status is OperationStatus.RETRYING and record.worker_id is None
@@ -216,9 +221,10 @@ class MemoryStore:
         return Page(items=items, total_count=len(found), page=query.page, page_size=query.page_size)
 
     async def claimable(self, limit: int) -> Sequence[OperationRecord]:
-        """Up to ``limit`` Pending operations and unheld Retrying ones, oldest first."""
+        """Up to ``limit`` Pending operations and unheld Retrying ones, highest priority
+        first, then oldest first."""
         waiting = (r for r in self._operations.values() if _claimable(r))
-        return [_copy_operation(r) for r in _oldest_first(waiting)[: max(limit, 0)]]
+        return [_copy_operation(r) for r in _first_in_line(waiting)[: max(limit, 0)]]
 
     async def status_counts(self, tenant: str | None = None) -> dict[OperationStatus, int]:
         """Operations per status; with ``tenant``, that tenant's."""
@@ -403,7 +409,7 @@ class MemoryStore:
         self, names: Collection[str], stale_before: datetime
     ) -> Iterator[ChunkRecord]:
         wanted = {name.casefold() for name in names}
-        for operation in _oldest_first(self._operations.values()):
+        for operation in _first_in_line(self._operations.values()):
             if (
                 operation.status is not _RUNNING
                 or operation.operation_name.casefold() not in wanted

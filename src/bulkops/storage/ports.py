@@ -81,8 +81,8 @@ class OperationStore(Protocol):
         """A page of records matching the query, newest ``created_at`` first, then by id."""
 
     async def claimable(self, limit: int) -> Sequence[OperationRecord]:
-        """Up to ``limit`` operations a worker may claim, oldest first: Pending ones, and
-        Retrying ones nobody holds."""
+        """Up to ``limit`` operations a worker may claim, highest priority first, then
+        oldest first: Pending ones, and Retrying ones nobody holds."""
 
     async def abandoned(self, stale_before: datetime, limit: int) -> Sequence[OperationRecord]:
         """Up to ``limit`` held operations (Running or Retrying, with a worker) whose
@@ -146,7 +146,8 @@ class ChunkStore(Protocol):
         case-insensitively) and whose id is not in ``exclude``: a Pending one, or a Running
         one whose heartbeat is older than ``stale_before``. It becomes Running, held by
         ``worker_id`` (token incremented; ``resume_count`` too when it was taken from a
-        stopped holder). Concurrent claimers never get the same chunk. None when there is
+        stopped holder); a chunk of a higher-priority operation first, then of the oldest.
+        Concurrent claimers never get the same chunk. None when there is
         none."""
 
     async def chunk_work(self, names: Collection[str], stale_before: datetime) -> int:

@@ -65,6 +65,8 @@ class OperationRecord:
     # The worksheet an XLSX operation reads, as the create named it (None: its first one;
     # a run from an earlier operation keeps that operation's).
     sheet: str | None = None
+    # Fair sharing: a higher priority runs first (-10..10; the priority form field).
+    priority: int = 0
 
 
 @dataclass(slots=True)

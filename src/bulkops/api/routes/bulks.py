@@ -81,6 +81,7 @@ async def create_bulk(
             sheet=form.sheet,
             dry_run=form.dry_run,
             source_operation_id=form.source_operation_id,
+            priority=form.priority,
         )
     finally:
         await raw.close()

@@ -113,7 +113,8 @@ class ChunkMethods(SqlBase):
         stale_before: datetime,
         exclude: Collection[UUID] = (),
     ) -> ChunkRecord | None:
-        """Claim one Pending (or abandoned) chunk of a Running operation in ``names``."""
+        """Claim one Pending (or abandoned) chunk of a Running operation in ``names``,
+        of the highest priority first."""
         if not names:
             return None
         conditions = _claimable(names, stale_before)
@@ -123,7 +124,7 @@ class ChunkMethods(SqlBase):
             select(_c.operation_id, _c.chunk_index, _c.version, _c.state)
             .join(operations, _o.id == _c.operation_id)
             .where(*conditions)
-            .order_by(_o.created_at, _c.operation_id, _c.chunk_index)
+            .order_by(_o.priority.desc(), _o.created_at, _c.operation_id, _c.chunk_index)
             .limit(1)
         )
         if not self._db.is_sqlite:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 
 from bulkops.errors import StorageError, StorageUnavailable
+from bulkops.storage.lanes import in_processing_lane
 from bulkops.storage.sql.bulk import POSTGRES_STAGING
 
 T = TypeVar("T")
@@ -221,6 +224,18 @@ def engine_arguments(url: URL, pool_size: int | None = None) -> dict[str, Any]:
     return arguments
 
 
+# The API's reader threads yield the CPU to processing when cores are short: many clients
+# reading in closed loops otherwise take the cores from the rows (``storage.lanes``).
+READER_NICE = 5
+
+
+def _lower_priority(nice: int) -> None:
+    """Lower the calling thread's CPU priority by ``nice`` (Linux: per thread)."""
+    if nice and hasattr(os, "setpriority"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
+
 class _SqliteThread:
     """One plain sqlite3 connection on one thread, for the hot paths (batch writes, and
     reading row records in batches).
@@ -231,11 +246,16 @@ class _SqliteThread:
     one hop to the thread, and SQLite works outside the interpreter lock meanwhile.
     """
 
-    def __init__(self, path: str, *, write: bool, busy_timeout_ms: int) -> None:
+    def __init__(self, path: str, *, write: bool, busy_timeout_ms: int, nice: int = 0) -> None:
         self._path = path
         self._busy_timeout_ms = busy_timeout_ms
         self._begin = "BEGIN IMMEDIATE" if write else "BEGIN"
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bulkops-sqlite")
+        self._executor = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="bulkops-sqlite",
+            initializer=_lower_priority,
+            initargs=(nice,),
+        )
         self._connection: sqlite3.Connection | None = None
         self._engine: Engine | None = None  # over the same connection, for Core statements
 
@@ -399,12 +419,25 @@ class Database:
         self._engine = engine
         self._closed = False
         self._writer = self._reader = self._pager = None
+        self._lane_reader = self._lane_pager = None
         if sqlite_path:
             self._writer = _SqliteThread(sqlite_path, write=True, busy_timeout_ms=busy_timeout_ms)
-            self._reader = _SqliteThread(sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms)
+            self._reader = _SqliteThread(
+                sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms, nice=READER_NICE
+            )
             # Pages (several statements a hop) read on a thread of their own, so that the
             # one-statement reads (a status) never queue behind them.
-            self._pager = _SqliteThread(sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms)
+            self._pager = _SqliteThread(
+                sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms, nice=READER_NICE
+            )
+            # The same two for processing (``storage.lanes``): its reads never queue behind
+            # those of the API's readers.
+            self._lane_reader = _SqliteThread(
+                sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms
+            )
+            self._lane_pager = _SqliteThread(
+                sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms
+            )
         # SQLite lets one connection write at a time and makes the others sleep in its busy
         # handler (backing off up to 100 ms). Writers of this process queue here instead;
         # the busy timeout is left for other processes.
@@ -455,8 +488,9 @@ class Database:
         """Run ``work`` in one read transaction on the SQLite reader thread."""
         if self._closed or self._reader is None:
             raise StorageError("the database is closed")
+        reader = self._lane_reader if in_processing_lane() else self._reader
         try:
-            return await self._reader.run(work)
+            return await (reader or self._reader).run(work)
         except DRIVER_ERRORS as exc:
             raise storage_error("database read", exc) from exc
 
@@ -470,8 +504,9 @@ class Database:
         if self._pager is None:
             async with self.read() as connection:
                 return await connection.run_sync(work)
+        pager = self._lane_pager if in_processing_lane() else self._pager
         try:
-            return await self._pager.run_core(work)
+            return await (pager or self._pager).run_core(work)
         except DRIVER_ERRORS as exc:
             raise storage_error("database read", exc) from exc
 
@@ -540,7 +575,8 @@ class Database:
             return
         self._closed = True
         try:
-            for thread in (self._writer, self._reader, self._pager):
+            threads = (self._writer, self._reader, self._pager, self._lane_reader, self._lane_pager)
+            for thread in threads:
                 if thread is not None:
                     await thread.close()
             await self._engine.dispose()

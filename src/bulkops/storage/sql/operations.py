@@ -161,10 +161,12 @@ class OperationMethods(SqlBase):
         )
 
     async def claimable(self, limit: int) -> Sequence[OperationRecord]:
-        """Up to ``limit`` Pending operations and unheld Retrying ones, oldest first."""
+        """Up to ``limit`` Pending operations and unheld Retrying ones, highest priority
+        first, then oldest first."""
         if limit < 1:
             return []
-        stmt = select(operations).where(_CLAIMABLE).order_by(_o.created_at, _o.id).limit(limit)
+        order = (_o.priority.desc(), _o.created_at, _o.id)
+        stmt = select(operations).where(_CLAIMABLE).order_by(*order).limit(limit)
         return await self._select(stmt)
 
     async def status_counts(self, tenant: str | None = None) -> dict[OperationStatus, int]:

@@ -78,6 +78,7 @@ operations = Table(
     Column("dry_run", Boolean(), nullable=False, server_default=false()),
     Column("source_operation_id", UuidType(), nullable=True),
     Column("sheet", Text(), nullable=True),
+    Column("priority", Integer(), nullable=False, server_default="0"),
     # Claimable (Pending/Retrying, oldest first) and Running look-ups.
     Index("ix_operations_status_created_at", "status", "created_at"),
     Index("ix_operations_operation_name", "operation_name"),

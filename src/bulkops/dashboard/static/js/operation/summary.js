@@ -2,9 +2,9 @@
 // original file, cancel, and for a finished dry run "Run for real" (a create that reads the
 // dry run's file with its fixed rows' data).
 import { useEffect, useRef, useState } from "preact/hooks";
-import { post } from "../api.js";
+import { get, post } from "../api.js";
 import { bytes, count, duration, time } from "../format.js";
-import { useAction } from "../hooks.js";
+import { POLL_MS, useAction, useLoad } from "../hooks.js";
 import { html } from "../html.js";
 import { Link, navigate, paths } from "../router.js";
 import { DownloadButton, ErrorMessage, ProgressBar, StatusText, TERMINAL } from "../widgets.js";
@@ -62,6 +62,35 @@ function CancelControl({ op, readOnly, onChanged }) {
   </div>`;
 }
 
+// Operations are shared, not queued behind each other: a Pending one waits to be claimed
+// (higher priority first, then oldest), a Running one shares the workers with the others.
+function Sharing({ op }) {
+  const active = op.status === "Pending" || op.status === "Running";
+  const [state] = useLoad(
+    () => (active ? get("/api/bulks", { status: op.status, pageSize: 100 }) : Promise.resolve(null)),
+    [op.id, op.status],
+    { every: POLL_MS, live: active },
+  );
+  const items = state.data?.items;
+  if (!active || !items) return null;
+  const mine = op.priority ?? 0;
+  if (op.status === "Pending") {
+    const ahead = items.filter(
+      (other) =>
+        other.id !== op.id &&
+        ((other.priority ?? 0) > mine || ((other.priority ?? 0) === mine && other.createdAt < op.createdAt)),
+    ).length;
+    return html`<p class="hint" data-testid="sharing">Waiting for a worker: position ${ahead + 1} of
+      ${items.length} waiting (higher priority first).</p>`;
+  }
+  const peers = items.filter((other) => (other.priority ?? 0) === mine).length;
+  const above = items.filter((other) => (other.priority ?? 0) > mine).length;
+  const share = peers ? Math.round(100 / peers) : 100;
+  return html`<p class="hint" data-testid="sharing">Sharing the workers with ${items.length - 1} other running
+    ${items.length === 2 ? "operation" : "operations"}: about ${share}% of the rows of priority ${mine}${
+      above ? html`, behind ${above} of higher priority` : ""}.</p>`;
+}
+
 /** Status, progress and facts of one operation. */
 export function Summary({ op, readOnly, onChanged }) {
   const metadata = Object.entries(op.metadata ?? {});
@@ -70,6 +99,7 @@ export function Summary({ op, readOnly, onChanged }) {
       Status: <${StatusText} status=${op.status} />
     </div>
     <${ProgressBar} processed=${op.processedRows} total=${op.totalRows} label="Progress" />
+    <${Sharing} op=${op} />
     ${op.dryRun &&
     html`<p class="alert alert-info"><span class="tag">Dry run</span> Every row is validated; nothing is processed.</p>`}
     ${op.errorMessage && html`<p class="alert alert-error">${op.errorMessage}</p>`}
@@ -82,6 +112,7 @@ export function Summary({ op, readOnly, onChanged }) {
       <${Term} name="Succeeded">${count(op.successfulRows)}<//>
       <${Term} name="Failed">${count(op.errorCount)}<//>
       <${Term} name="Retry rounds">${count(op.retryCount)}<//>
+      <${Term} name="Priority">${op.priority ?? 0}<//>
       <${Term} name="Created by">${op.createdBy}<//>
       ${op.tenant && html`<${Term} name="Tenant">${op.tenant}<//>`}
       <${Term} name="Created"><time datetime=${op.createdAt}>${time(op.createdAt)}</time><//>

@@ -99,6 +99,7 @@ function OperationRow({ op, tenants }) {
     </td>
     <td data-label="Rows" class="num">${count(op.processedRows)} / ${count(op.totalRows)}</td>
     <td data-label="Errors" class="num">${count(op.errorCount)}</td>
+    <td data-label="Priority" class="num">${op.priority ?? 0}</td>
     <td data-label="Created by">${op.createdBy}</td>
     ${tenants && html`<td data-label="Tenant">${op.tenant ?? ""}</td>`}
     <td data-label="Created at"><time datetime=${op.createdAt}>${time(op.createdAt)}</time></td>
@@ -152,7 +153,8 @@ export function ListPage({ route }) {
       <table class="operations stack">
         <thead><tr>
           <th scope="col">Operation</th><th scope="col">Status</th><th scope="col">Progress</th>
-          <th scope="col">Rows</th><th scope="col">Errors</th><th scope="col">Created by</th>
+          <th scope="col">Rows</th><th scope="col">Errors</th><th scope="col">Priority</th>
+          <th scope="col">Created by</th>
           ${tenants && html`<th scope="col">Tenant</th>`}
           <th scope="col">Created at</th><th scope="col">File</th>
         </tr></thead>

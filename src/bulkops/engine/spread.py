@@ -1,0 +1,107 @@
+"""How an operation is cut into chunks: by size, or by time at the pace of its first rows.
+
+An operation of more than ``BULKOPS_CHUNK_ROWS`` rows is split at once into chunks of that
+many rows. A smaller one is run by the worker that claims it, its first rows for
+``PROBE_SECONDS`` (``Probe``); when the rest would keep that worker busy longer than
+``SPREAD_SECONDS`` at their pace, the rest is split into chunks of about ``CHUNK_SECONDS``
+each (``GRAIN`` rows at least) that every worker can claim; otherwise the worker runs the
+rest itself. So a slow operation spreads over every worker without any tuning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from time import perf_counter
+
+from bulkops.engine.resume import RowBatch
+from bulkops.formats import ChunkStart
+
+PROBE_SECONDS = 0.25  # the first rows that measure the pace
+SPREAD_SECONDS = 2.0  # more work than this left, at that pace: split the rest
+CHUNK_SECONDS = 0.5  # the time a chunk is cut to take, at that pace
+GRAIN = 50  # rows: where a chunk may begin (the file is indexed every GRAIN rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One chunk of the rest of an operation: its first row, row count and byte offset."""
+
+    first_row: int
+    row_count: int
+    offset: int
+
+
+def cut(starts: tuple[ChunkStart, ...], first_row: int, total: int, rows: int) -> list[Cut]:
+    """Chunks of about ``rows`` rows covering rows ``first_row``..``total``, each beginning
+    at one of ``starts`` (``first_row`` must be one of them)."""
+    usable = [start for start in starts if first_row <= start.first_row <= total]
+    cuts: list[Cut] = []
+    for start in usable:
+        if cuts and start.first_row - cuts[-1].first_row < rows:
+            continue
+        cuts.append(Cut(start.first_row, 0, start.offset))
+    ends = [c.first_row for c in cuts[1:]] + [total + 1]
+    return [
+        Cut(c.first_row, end - c.first_row, c.offset) for c, end in zip(cuts, ends, strict=True)
+    ]
+
+
+def chunk_size(seconds_per_row: float, chunk_rows: int) -> int:
+    """Rows a chunk gets at that pace: ``CHUNK_SECONDS`` of them, within GRAIN..chunk_rows."""
+    if seconds_per_row <= 0:
+        return chunk_rows
+    return max(min(GRAIN, chunk_rows), min(chunk_rows, int(CHUNK_SECONDS / seconds_per_row)))
+
+
+class Probe:
+    """The first rows of an operation, ending at a row where a chunk may begin, and the
+    pace they ran at (wall time a row, at the run's concurrency)."""
+
+    def __init__(self, batches: AsyncIterator[RowBatch], boundaries: set[int]) -> None:
+        self._batches = batches
+        self._boundaries = boundaries
+        self._left: RowBatch = []
+        self._started = 0.0
+        self.rows = 0  # rows handed out
+        self.next_row = 0  # the first row not handed out (0: the file ended)
+        self.seconds = 0.0
+
+    @property
+    def seconds_per_row(self) -> float:
+        """The pace of the first rows."""
+        return self.seconds / self.rows if self.rows else 0.0
+
+    async def first(self) -> AsyncIterator[RowBatch]:
+        """Batches until the probe time or row limit is reached, cut at a boundary."""
+        self._started = perf_counter()
+        async for batch in self._batches:
+            if self._over():
+                cut_at = next(
+                    (i for i, (raw, _) in enumerate(batch) if raw.number in self._boundaries),
+                    None,
+                )
+                if cut_at is not None:
+                    self._left = batch[cut_at:]
+                    self.next_row = batch[cut_at][0].number
+                    if cut_at:
+                        self.rows += cut_at
+                        yield batch[:cut_at]
+                    return
+            self.rows += len(batch)
+            yield batch
+
+    def ended(self) -> None:
+        """The first rows ran (every one of them finished): the pace is known."""
+        self.seconds = perf_counter() - self._started
+
+    async def rest(self) -> AsyncIterator[RowBatch]:
+        """The batches after the first ones, for a run that goes on with them itself."""
+        if self._left:
+            yield self._left
+            self._left = []
+        async for batch in self._batches:
+            yield batch
+
+    def _over(self) -> bool:
+        return perf_counter() - self._started >= PROBE_SECONDS

@@ -1,0 +1,58 @@
+"""Chunks sized by time: where the rest of an operation is cut, and how big its chunks are."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from bulkops.engine.resume import RowBatch
+from bulkops.engine.spread import CHUNK_SECONDS, GRAIN, Cut, Probe, chunk_size, cut
+from bulkops.formats import ChunkStart, RawRow
+
+STARTS = tuple(ChunkStart(first, first * 10) for first in range(1, 1001, 50))  # 1000 rows
+
+
+def test_cut_makes_chunks_of_about_the_size_from_the_first_row_to_the_end() -> None:
+    cuts = cut(STARTS, 101, 1000, 200)
+    assert cuts == [
+        Cut(101, 200, 1010),
+        Cut(301, 200, 3010),
+        Cut(501, 200, 5010),
+        Cut(701, 200, 7010),
+        Cut(901, 100, 9010),
+    ]
+    assert sum(c.row_count for c in cuts) == 900
+
+
+def test_cut_of_one_row_keeps_every_start() -> None:
+    assert [c.first_row for c in cut(STARTS, 1, 1000, 1)] == [s.first_row for s in STARTS]
+
+
+def test_chunk_size_follows_the_pace_within_bounds() -> None:
+    assert chunk_size(0.002, 10_000) == int(CHUNK_SECONDS / 0.002)  # 20 ms rows, 10 at once
+    assert chunk_size(0.000001, 10_000) == 10_000  # fast rows: BULKOPS_CHUNK_ROWS
+    assert chunk_size(5.0, 10_000) == GRAIN  # very slow rows: the smallest chunk
+    assert chunk_size(0.0, 10_000) == 10_000
+
+
+async def batches(rows: int, size: int) -> AsyncIterator[RowBatch]:
+    for first in range(1, rows + 1, size):
+        yield [(RawRow(n, {}, None), None) for n in range(first, min(rows, first + size - 1) + 1)]
+
+
+async def test_a_probe_stops_at_a_boundary_and_the_rest_goes_on_from_there() -> None:
+    probe = Probe(batches(1000, 128), {1, 301, 601})
+    seen = []
+    async for batch in probe.first():
+        seen.extend(raw.number for raw, _ in batch)
+        if len(seen) >= 200:
+            probe._started = -1e9  # the probe time is up
+    probe.ended()
+    assert seen == list(range(1, 301)) and probe.next_row == 301 and probe.rows == 300
+    rest = [raw.number async for batch in probe.rest() for raw, _ in batch]
+    assert rest == list(range(301, 1001))
+
+
+async def test_a_probe_of_a_short_file_reads_it_all() -> None:
+    probe = Probe(batches(100, 128), {1, 51})
+    seen = [raw.number async for batch in probe.first() for raw, _ in batch]
+    assert seen == list(range(1, 101)) and probe.next_row == 0
