@@ -6,6 +6,7 @@ A page asks for a table with an HTML comment on a line of its own:
   default, meaning);
 - ``<!-- bulkops:gateway-settings -->``: the same for ``bulkops.GatewaySettings``;
 - ``<!-- bulkops:cli -->``: every command of the ``bulkops`` program, from its typer app;
+- ``<!-- bulkops:routes -->``: every route of the HTTP API, from the served OpenAPI description;
 - ``<!-- bulkops:transitions -->``: the table of legal operation status changes;
 - ``<!-- bulkops:enum NAME -->``: the members of a status enum and the comment that says
   what each means.
@@ -249,6 +250,33 @@ def _cli(_: str | None) -> str:
     return "\n".join(sections)
 
 
+# --- HTTP routes ----------------------------------------------------------------------------
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split()).replace("``", "`")
+    head, dot, _ = text.partition(". ")
+    return head + ("." if dot else "")
+
+
+def _routes(_: str | None) -> str:
+    from bulkops.api.app import create_app
+    from bulkops.settings import Settings
+
+    memory = "memory://"
+    app = create_app(settings=Settings(database_url=memory, files_url=memory))
+    lines = ["| Route | operationId | What | Answers |", "|---|---|---|---|"]
+    for path, methods in app.openapi()["paths"].items():
+        for method, route in methods.items():
+            answers = ", ".join(sorted(route.get("responses", {})))
+            what = _first_sentence(route.get("description") or route.get("summary") or "")
+            lines.append(
+                f"| `{method.upper()} {path}` | `{route.get('operationId', '')}` | "
+                f"{_cell(what)} | {answers} |"
+            )
+    return "\n".join(lines)
+
+
 # --- states ---------------------------------------------------------------------------------
 
 
@@ -288,6 +316,7 @@ _RENDERERS: dict[str, Callable[[str | None], str]] = {
     "settings": _instance_settings,
     "gateway-settings": _gateway_settings,
     "cli": _cli,
+    "routes": _routes,
     "transitions": _transitions,
     "enum": _enum,
 }
