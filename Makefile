@@ -57,7 +57,7 @@ bench-quick: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python -m benchmarks.chaos --seconds 40 --seeds 1,2,3
 
-# The dashboard screenshots in the README, retaken by the browser tests (Debian's chromium).
+# The dashboard screenshots of the README and the docs, retaken by the browser tests (Debian's chromium).
 .PHONY: screenshots
 
 screenshots: $(STAMP)
