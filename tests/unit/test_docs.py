@@ -64,7 +64,7 @@ def test_the_tutorials_metadata_requires_a_campaign() -> None:
 
 
 async def _wait_for(client: httpx.AsyncClient, path: str, done: Any) -> Any:
-    deadline = asyncio.get_running_loop().time() + 20
+    deadline = asyncio.get_running_loop().time() + 10
     while True:
         body = (await client.get(path)).json()
         if done(body):
