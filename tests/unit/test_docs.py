@@ -104,6 +104,12 @@ async def test_the_tutorials_rows_wait_for_their_signal_then_complete() -> None:
         assert final["status"] == "CompletedWithErrors" and final["errorCount"] == 2
 
 
+def test_the_python_reference_documents_every_public_name() -> None:
+    reference = (ROOT / "docs" / "reference" / "python.md").read_text()
+    missing = [name for name in bo.__all__ if f"::: bulkops.{name}\n" not in reference]
+    assert not missing, f"add '::: bulkops.NAME' to docs/reference/python.md for {missing}"
+
+
 def test_the_settings_reference_lists_every_setting() -> None:
     hooks = _hooks()
     table = hooks.on_page_markdown(
