@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -41,6 +42,14 @@ def test_readme_is_a_front_door_with_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 250
     assert "make run" in readme and "make test" in readme
+
+
+def test_the_readmes_links_into_the_repository_resolve() -> None:
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+?)(?:#[^)]*)?\)", readme)
+    local = [target for target in targets if "://" not in target]
+    assert local, "the README links into the documentation"
+    assert [target for target in local if not (ROOT / target).exists()] == []
 
 
 def test_the_tutorials_bad_rows_fail_validation_with_its_messages() -> None:
