@@ -82,8 +82,6 @@ async def _wait_for(client: httpx.AsyncClient, path: str, done: Any) -> Any:
         await asyncio.sleep(0.02)
 
 
-# The tutorial's first step uses bo.current_row(), the row context of the third wave.
-@pytest.mark.xfail(not hasattr(bo, "current_row"), reason="bo.current_row has not landed yet")
 async def test_the_tutorials_rows_wait_for_their_signal_then_complete() -> None:
     settings = bo.Settings(database_url="memory://", files_url="memory://", max_row_concurrency=10)
     app = bo.create_app(operations=[InviteCustomers], settings=settings)
