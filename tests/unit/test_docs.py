@@ -82,7 +82,7 @@ async def _wait_for(client: httpx.AsyncClient, path: str, done: Any) -> Any:
         await asyncio.sleep(0.02)
 
 
-async def test_the_tutorials_rows_wait_for_their_signal_then_complete() -> None:
+async def test_the_tutorials_rows_are_signalled_fixed_and_retried() -> None:
     settings = bo.Settings(database_url="memory://", files_url="memory://", max_row_concurrency=10)
     app = bo.create_app(operations=[InviteCustomers], settings=settings)
     transport = httpx.ASGITransport(app=app)
@@ -109,6 +109,31 @@ async def test_the_tutorials_rows_wait_for_their_signal_then_complete() -> None:
             client, f"/api/bulks/{bulk}/status", lambda status: status["processedRows"] == 5
         )
         assert final["status"] == "CompletedWithErrors" and final["errorCount"] == 2
+
+        # Section 8: fix the two rows whose data was wrong, retry them, confirm them.
+        fixes = {
+            4: {"email": "edsger@example.org", "name": "Edsger Dijkstra", "plan": "team"},
+            5: {"email": "barbara@example.com", "name": "Barbara Liskov", "plan": "team"},
+        }
+        for number, data in fixes.items():
+            fixed = await client.patch(
+                f"/api/bulks/{bulk}/rows/{number}", json={"rowData": {**data, "seats": "2"}}
+            )
+            assert fixed.status_code == 200, fixed.text
+        retried = await client.post(f"/api/bulks/{bulk}/retry")
+        assert retried.json()["rowsSubmitted"] == 2
+        await _wait_for(
+            client,
+            f"/api/bulks/{bulk}/rows?state=WaitingForCompletion",
+            lambda page: page["totalCount"] == 2,
+        )
+        for data in fixes.values():
+            answer = await client.post(f"/api/bulks/{bulk}/signal/{data['email']}")
+            assert answer.status_code == 200, answer.text
+        done = await _wait_for(
+            client, f"/api/bulks/{bulk}/status", lambda status: status["status"] == "Completed"
+        )
+        assert done["errorCount"] == 0
 
 
 def test_the_python_reference_documents_every_public_name() -> None:
