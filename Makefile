@@ -5,12 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest install clean
+.PHONY: run test lint typecheck pytest docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,10 +28,15 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck pytest
+# The documentation site, built offline into site/; --strict fails on a broken link, a
+# missing page or a Python name the reference cannot find.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site
 
 # Benchmarks of a real service process (benchmarks/README.md): `make bench` is the full run
 # (a few minutes), `make bench-quick` the same scenarios on small inputs (well under a minute).
@@ -52,7 +57,7 @@ bench-quick: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python -m benchmarks.chaos --seconds 40 --seeds 1,2,3
 
-# The dashboard screenshots in the README, retaken by the browser tests (Debian's chromium).
+# The dashboard screenshots of the README and the docs, retaken by the browser tests (Debian's chromium).
 .PHONY: screenshots
 
 screenshots: $(STAMP)
