@@ -36,6 +36,7 @@ IN_PROCESS_ONLY = {
     "test_http_export.py::test_data_mode_of_an_operation_no_longer_registered_is_409",
     "test_http_export.py::test_data_csv_fix_and_reupload_round_trip",
     "test_http_export.py::test_a_large_export_streams_in_bounded_memory",
+    "test_http_formats.py::test_an_xlsx_file_is_processed_in_chunks",
     "test_http_settings.py::test_storage_outage_is_503_and_not_ready",
 }
 # Tests of the other modules here that see the service through HTTP alone (the rest of those
