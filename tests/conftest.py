@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,20 @@ def _clean_bulkops_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("BULKOPS_") and name != POSTGRES_ENV:
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """A command run in-process (``serve``, ``gateway``) configures the root logger with a
+    handler on the stderr of its test runner; later tests must not log into that closed
+    stream, so each test gets the root logger's handlers and level back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    httpx_level = logging.getLogger("httpx").level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.getLogger("httpx").setLevel(httpx_level)
 
 
 def _admin_url() -> str:
