@@ -229,3 +229,48 @@ def test_imports_against_the_direction_are_refused(module: str, imported: str) -
 )
 def test_imports_along_the_direction_pass(module: str, imported: str) -> None:
     assert not _refused(module, imported)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports (type-checking imports included).
+    A package's ``__init__`` only hands names on, so packages are left out."""
+    modules = [path for path in MODULES if path.name != "__init__.py"]
+    names = {_module_name(path) for path in modules}
+    graph: dict[str, set[str]] = {}
+    for path in modules:
+        found = {name for name in _imports(path) if name in names}
+        graph[_module_name(path)] = found - {_module_name(path)}
+    return graph
+
+
+def _circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (a list of modules that import each other in turn)."""
+    done: set[str] = set()
+
+    def visit(module: str, trail: list[str]) -> list[str] | None:
+        if module in trail:
+            return [*trail[trail.index(module) :], module]
+        if module in done:
+            return None
+        for imported in sorted(graph.get(module, ())):
+            found = visit(imported, [*trail, module])
+            if found:
+                return found
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        if module.startswith(f"{ROOT}.") and (found := visit(module, [])):
+            return found
+    return None
+
+
+def test_no_module_imports_its_caller() -> None:
+    graph = _import_graph()
+    assert _circle(graph) is None, f"an import circle: {' -> '.join(_circle(graph) or [])}"
+
+
+def test_a_circle_is_found() -> None:
+    graph = {"bulkops.a": {"bulkops.b"}, "bulkops.b": {"bulkops.c"}, "bulkops.c": {"bulkops.a"}}
+    assert _circle(graph) == ["bulkops.a", "bulkops.b", "bulkops.c", "bulkops.a"]
+    assert _circle({"bulkops.a": {"bulkops.b"}, "bulkops.b": set()}) is None

@@ -8,11 +8,12 @@ from collections.abc import Generator, Iterator, Mapping
 from dataclasses import replace
 from itertools import chain, dropwhile, islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
+from bulkops.engine.context import EngineContext
 from bulkops.engine.helper_messages import Job, Progress
 from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
@@ -28,9 +29,6 @@ from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
 
-if TYPE_CHECKING:
-    from bulkops.engine.processor import Processor
-
 
 class ChunkRun(Run):
     """One worker's processing of one chunk. The worker that ends the last chunk ends the
@@ -38,13 +36,13 @@ class ChunkRun(Run):
 
     def __init__(
         self,
-        processor: Processor,
+        context: EngineContext,
         record: OperationRecord,
         chunk: ChunkRecord,
         before: ChunkRun | None = None,
     ):
-        held = Held(record.id, processor.config.worker_id, chunk.index)
-        super().__init__(processor, record, held)
+        held = Held(record.id, context.config.worker_id, chunk.index)
+        super().__init__(context, record, held)
         self.chunk = chunk
         self._before = before  # the run whose rows must be done before these run
         # Time to claim the next chunk: the second half of the rows is being read here, or
@@ -123,7 +121,7 @@ class ChunkRun(Run):
     ) -> RowHelper | None:
         """A row helper process for the chunk's rows, when they may run in one (see
         ``RowHelpers.take``)."""
-        helpers = self._p.helpers
+        helpers = self._context.helpers
         if helpers is None or not self._may_use_helper(definition, stored):
             return None
         return helpers.take()
@@ -184,7 +182,9 @@ class ChunkRun(Run):
             recorder.add_run(first, last, at)
         for record in progress.failed:
             self._add(record)
-        self._p.metrics.rows_timed(self.record.operation_name, progress.latencies, progress.seconds)
+        self._context.metrics.rows_timed(
+            self.record.operation_name, progress.latencies, progress.seconds
+        )
         self._reported = progress.upto
 
     async def _offload(self, helper: RowHelper, job: Job) -> int | None:
@@ -262,7 +262,7 @@ class ChunkRun(Run):
 
     async def _end_operation(self, failure: str | None) -> None:
         """Finish (or fail) the operation, while it is still Running."""
-        await end_split(self._p, self.record.id, failure)
+        await end_split(self._context, self.record.id, failure)
 
 
 def read_chunk(
@@ -297,9 +297,9 @@ def read_chunk(
         reader.close()
 
 
-async def end_split(processor: Processor, operation_id: UUID, failure: str | None) -> None:
+async def end_split(context: EngineContext, operation_id: UUID, failure: str | None) -> None:
     """Finish a split operation from its stored rows (or fail it with ``failure``)."""
-    stores, retry = processor.stores, processor.retry
+    stores, retry = context.stores, context.retry
     counts = await retry.call(stores.operations.counts, operation_id)
     now = utcnow()
 

@@ -5,44 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
-from bulkops.definition.registry import Registry
-from bulkops.engine.fair_share import FairShare
+from bulkops.engine.chunks import ChunkRun
+from bulkops.engine.context import EngineContext, ProcessorConfig, Stores
 from bulkops.engine.lease import Held
-from bulkops.engine.pacing import RateGate
-from bulkops.engine.persistence import StorageRetry, apply_change
+from bulkops.engine.persistence import apply_change
 from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_fixes
 from bulkops.engine.retry import RetrySource
-from bulkops.engine.row_helpers import RowHelpers, runs_in_helper
+from bulkops.engine.row_helpers import runs_in_helper
 from bulkops.engine.run import Ending, OperationFailed, Run, Runner, StopReason
-from bulkops.engine.signals import SignalHub
 from bulkops.engine.spread import GRAIN, SPREAD_SECONDS, Cut, Probe, chunk_size, cut
 from bulkops.errors import IllegalTransition
 from bulkops.formats import FileFormat, RowCount, count_chunks
-from bulkops.observability.metrics import Metrics
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
-from bulkops.storage.liveness import NoLiveness
-from bulkops.storage.ports import (
-    ChunkStore,
-    EventStore,
-    FileStore,
-    Liveness,
-    OperationStore,
-    RateLimitStore,
-    RowStore,
-    WakeUps,
-)
 from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.states import OperationStatus, RowState
-from bulkops.storage.wakeups import NoWakeUps
-
-if TYPE_CHECKING:
-    from bulkops.engine.chunks import ChunkRun
 
 log = logging.getLogger("bulkops.engine")
 
@@ -51,60 +31,20 @@ log = logging.getLogger("bulkops.engine")
 WARM_HELPERS_BYTES = 1_000_000
 UNFINISHED = (RowState.PENDING, RowState.RUNNING, RowState.WAITING_FOR_COMPLETION)
 
-__all__ = ["OperationFailed", "OperationRun", "Processor", "ProcessorConfig", "StopReason"]
+__all__ = [
+    "EngineContext",
+    "OperationFailed",
+    "OperationRun",
+    "Processor",
+    "ProcessorConfig",
+    "StopReason",
+    "Stores",
+]
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessorConfig:
-    """Tuning of row processing."""
-
-    worker_id: str
-    max_row_concurrency: int = 1
-    flush_rows: int = 1000
-    flush_interval: float = 0.5
-    heartbeat_interval: float = 5.0
-    signal_poll_interval: float = 2.0
-    step_retry_delay: float = 1.0
-    storage_retry_timeout: float = 120.0
-    chunk_rows: int = 0  # split operations with more rows than this (0: never)
-
-
-@dataclass(frozen=True, slots=True)
-class Stores:
-    """The storage ports the engine works with."""
-
-    operations: OperationStore
-    rows: RowStore
-    events: EventStore
-    files: FileStore
-    limits: RateLimitStore
-    chunks: ChunkStore
-    wakeups: WakeUps = field(default_factory=NoWakeUps)
-    liveness: Liveness = field(default_factory=NoLiveness)
-
-
-class Processor:
-    """Runs claimed operations and chunks. One instance serves every run of a scheduler."""
-
-    def __init__(
-        self,
-        registry: Registry,
-        stores: Stores,
-        config: ProcessorConfig,
-        hub: SignalHub | None = None,
-        metrics: Metrics | None = None,
-        helpers: RowHelpers | None = None,
-        share: FairShare | None = None,
-    ) -> None:
-        self.registry = registry
-        self.share = share  # the row slots every run takes (None: each run has its own)
-        self.helpers = helpers  # processes that may run the rows of chunks
-        self.stores = stores
-        self.config = config
-        self.hub = hub or SignalHub()
-        self.metrics = metrics or Metrics()
-        self.retry = StorageRetry(config.storage_retry_timeout)
-        self.gate = RateGate(stores.limits, self.retry)
+class Processor(EngineContext):
+    """Starts the runs of claimed operations and chunks: the engine's context plus the two
+    kinds of run. One instance serves every run of a scheduler."""
 
     def start(self, record: OperationRecord) -> OperationRun:
         """A run for an operation this worker has just claimed or taken over: Running
@@ -137,7 +77,7 @@ class OperationRun(Run):
             return
         delimiter = definition.controls.csv_delimiter
         async with self._stores.files.local_path(self.record.file_id) as path:
-            helpers = self._p.helpers
+            helpers = self._context.helpers
             if (
                 helpers is not None
                 and self._config.chunk_rows > 0

@@ -13,12 +13,13 @@ import logging
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bulkops.definition.conversion import convert
 from bulkops.definition.models import Metadata
 from bulkops.definition.operation import OperationBase, OperationDefinition
 from bulkops.engine.batches import BatchRunner, Pending
+from bulkops.engine.context import EngineContext
 from bulkops.engine.dry_run import DRY_RUN_STEP, DRY_RUN_STEP_INDEX, DryRunner
 from bulkops.engine.fair_share import Claimant, SharedSlots, Turn, TurnSlots, tenant_of
 from bulkops.engine.invoke import error_text, invoke
@@ -37,9 +38,6 @@ from bulkops.storage.lanes import enter_processing_lane
 from bulkops.storage.lifecycle import HELD_STATUSES
 from bulkops.storage.records import Fence, OperationRecord, RowRecord
 from bulkops.storage.states import OperationStatus, RowState
-
-if TYPE_CHECKING:
-    from bulkops.engine.processor import Processor
 
 log = logging.getLogger("bulkops.engine")
 
@@ -99,11 +97,11 @@ async def instantiate(
 class Run:
     """Processes rows of one operation for one worker and records them."""
 
-    def __init__(self, processor: Processor, record: OperationRecord, held: Held) -> None:
-        self._p = processor
-        self._stores = processor.stores
-        self._config = processor.config
-        self._retry = processor.retry
+    def __init__(self, context: EngineContext, record: OperationRecord, held: Held) -> None:
+        self._context = context
+        self._stores = context.stores
+        self._config = context.config
+        self._retry = context.retry
         self.record = record
         self._held = held
         self.stop_reason: StopReason | None = None
@@ -122,7 +120,7 @@ class Run:
             hold_after=limit,
             on_status=self._stored_status,
             on_failure=lambda _: self.stop(StopReason.STORAGE),
-            metrics=processor.metrics,
+            metrics=context.metrics,
             completed_step=(DRY_RUN_STEP, DRY_RUN_STEP_INDEX) if record.dry_run else None,
         )
 
@@ -216,7 +214,7 @@ class Run:
         raise NotImplementedError
 
     def _definition(self) -> OperationDefinition:
-        definition = self._p.registry.get(self.record.operation_name)
+        definition = self._context.registry.get(self.record.operation_name)
         if definition is None:
             raise OperationFailed(
                 f"Operation {self.record.operation_name!r} is not registered in this worker"
@@ -225,7 +223,7 @@ class Run:
 
     def _join_share(self, instance: OperationBase[Any, Any], metadata: Metadata) -> None:
         """Take a place in the process's row slots: its rows take their slots from there."""
-        share = self._p.share
+        share = self._context.share
         if share is None or self._claimant is not None:
             return
         limit = self._config.max_row_concurrency
@@ -238,10 +236,10 @@ class Run:
             self._turn = Turn(share, claimant)
 
     def _leave_share(self) -> None:
-        if self._claimant is not None and self._p.share is not None:
+        if self._claimant is not None and self._context.share is not None:
             if self._turn is not None:
                 self._turn.release()
-            self._p.share.leave(self._claimant)
+            self._context.share.leave(self._claimant)
 
     async def _prepare(self, definition: OperationDefinition, total: int) -> Runner:
         metadata, instance = await instantiate(definition, self.record.metadata)
@@ -255,7 +253,7 @@ class Run:
             failed = await self._retry.call(self._stores.operations.failed_rows, self.record.id)
         self._budget = FailureBudget(controls, total, failed)
         waiting = self._slots or (TurnSlots(self._turn) if self._turn is not None else None)
-        pacer = Pacer(self._p.gate, waiting)
+        pacer = Pacer(self._context.gate, waiting)
         basics = (definition, instance, metadata, self.record.id)
         created_by = self.record.created_by
         if definition.is_batch:
@@ -267,12 +265,12 @@ class Run:
             pacer=pacer,
             created_by=created_by,
             rows=self._stores.rows,
-            hub=self._p.hub,
+            hub=self._context.hub,
             fence=Fence(self._held.worker_id, self._held.chunk),
             retry=self._retry,
             signal_poll_interval=self._config.signal_poll_interval,
             retry_delay=self._config.step_retry_delay,
-            metrics=self._p.metrics,
+            metrics=self._context.metrics,
         )
 
     def _add(self, record: RowRecord) -> None:
@@ -295,7 +293,7 @@ class Run:
     async def _run_sequential(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
         recorder, turn = self._recorder, self._turn
         fresh = runner if isinstance(runner, RowRunner | DryRunner) and runner.plain else None
-        took, clock = self._p.metrics.row_timer(self.record.operation_name), perf_counter
+        took, clock = self._context.metrics.row_timer(self.record.operation_name), perf_counter
         resume_by = clock() + SLICE_SECONDS
         async for batch in rows:
             plain: list[RawRow] = []  # fresh rows of a plain operation, run together
@@ -367,7 +365,7 @@ class Run:
             self._slots,
             self._add,
             self._recorder,
-            timer=self._p.metrics.row_timer(self.record.operation_name),
+            timer=self._context.metrics.row_timer(self.record.operation_name),
         )
         try:
             async for batch in rows:
@@ -384,8 +382,8 @@ class Run:
     async def _run_batches(self, rows: RowBatches, runner: BatchRunner) -> None:
         size = runner.definition.controls.batch_size or 1
         slots = self._slots
-        if slots is None and self._claimant is not None and self._p.share is not None:
-            slots = SharedSlots(1, self._p.share, self._claimant)
+        if slots is None and self._claimant is not None and self._context.share is not None:
+            slots = SharedSlots(1, self._context.share, self._claimant)
         window = Window(self._config.max_row_concurrency, slots, self._add, self._recorder)
         pending: list[Pending] = []
         # Without validate_row nothing is awaited before a row joins its batch.
