@@ -238,6 +238,11 @@ def decode_operation(values: Any) -> OperationRecord:
     return OperationRecord(**fields)
 
 
+def operation_from_row(row: Any) -> OperationRecord:
+    """The record stored in an ``operations`` row read through the column types."""
+    return OperationRecord(**{name: row[name] for name in OPERATION_COLUMNS})
+
+
 def event_values(event: EventRecord) -> dict[str, Any]:
     """Column values of an event (the database assigns its sequence)."""
     return {name: getattr(event, name) for name in EVENT_COLUMNS}

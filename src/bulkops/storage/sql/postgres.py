@@ -1,11 +1,14 @@
-"""PostgreSQL's hot paths at driver level: batch writes, batch reads and signal waits."""
+"""PostgreSQL's ``Dialect``: the hot paths at driver level (batch writes with COPY, batch
+reads, signal waits), row locks, and transaction locks by key."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from sqlalchemy import Engine, Insert, Select, Table, event, select, text
+from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -14,6 +17,7 @@ from bulkops.storage.records import (
     REPORT_FIELDS,
     EventRecord,
     Fence,
+    OperationRecord,
     ProgressDelta,
     ReportValues,
     RowRecord,
@@ -26,24 +30,34 @@ from bulkops.storage.sql.bulk import (
     POSTGRES_MERGE,
     POSTGRES_RANGE_INSERT,
     POSTGRES_RANGE_UPSERT,
+    POSTGRES_STAGING,
+    POSTGRES_UPSERT,
     SplitRows,
     copy_rows,
+    encode_rows,
     postgres_upsert,
     range_params,
 )
 from bulkops.storage.sql.codec import (
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
+    event_values,
+    operation_from_row,
     postgres_timestamp,
     report_decoder,
     row_decoder,
     wait_end_values,
 )
-from bulkops.storage.sql.database import STAGED, Database
-from bulkops.storage.sql.events import insert_events
-from bulkops.storage.sql.schema import NOT_COMPLETED
+from bulkops.storage.sql.dialect import S, Transactions
+from bulkops.storage.sql.schema import NOT_COMPLETED, operations
+from bulkops.storage.sql.schema import events as events_table
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
+STAGED = "bulkops_staging"  # connection info key: the COPY staging table exists
+# Key of the advisory lock that orders appends to the event feed (the bytes of "bkevents").
+APPEND_LOCK_KEY = int.from_bytes(b"bkevents", "big", signed=True)
+_APPEND_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+_KEY_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:key))")
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
 _REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
 _ADD_COUNTERS = (
@@ -61,8 +75,38 @@ _HELD_CHUNK = (
 )
 
 
+def configure_postgres(engine: Engine) -> None:
+    """Give every new PostgreSQL connection the staging table that large row batches are
+    copied into (``bulk.POSTGRES_COPY``). A role without the TEMP privilege gets none, and
+    its batches are written without COPY."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(POSTGRES_STAGING)
+        except Exception:  # insufficient privilege, say: no COPY then
+            dbapi_connection.rollback()
+        else:
+            dbapi_connection.commit()
+            record.info[STAGED] = True
+        finally:
+            cursor.close()
+
+
+async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
+    if not events:
+        return
+    # Identity values are handed out at INSERT but become visible at COMMIT, so concurrent
+    # appenders could commit out of order and a reader polling with ``after`` would skip
+    # the late, lower sequence for good. Serialising appends (until commit) makes sequence
+    # order commit order.
+    await conn.execute(_APPEND_LOCK, {"key": APPEND_LOCK_KEY})
+    await conn.execute(events_table.insert(), [event_values(e) for e in events])
+
+
 async def save(
-    db: Database,
+    db: Transactions,
     operation_id: UUID,
     rows: SplitRows,
     delta: ProgressDelta,
@@ -99,7 +143,7 @@ async def save(
             if rows.new_steps:
                 steps = [(operation_id, name) for name in rows.new_steps]
                 await conn.exec_driver_sql(_ADD_STEP, steps)
-            await insert_events(conn, events)
+            await _insert_events(conn, events)
     except _NotHeld:
         return None
     return OperationStatus(status)
@@ -141,7 +185,7 @@ class _NotHeld(Exception):
 
 
 async def read_batch(
-    db: Database,
+    db: Transactions,
     operation_id: UUID,
     after: int,
     limit: int,
@@ -156,7 +200,7 @@ async def read_batch(
 
 
 async def read_report_batch(
-    db: Database,
+    db: Transactions,
     operation_id: UUID,
     after: int,
     limit: int,
@@ -195,7 +239,7 @@ def _first_waiting(operation_id: UUID, key_prefix: str) -> tuple[str, tuple[obje
     return sql, (operation_id, _WAITING, escaped + "%", key_prefix)
 
 
-async def find_waiting(db: Database, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+async def find_waiting(db: Transactions, operation_id: UUID, key_prefix: str) -> RowRecord | None:
     """``RowStore.find_waiting``: the first row waiting under the key prefix."""
     sql, params = _first_waiting(operation_id, key_prefix)
     async with db.read() as conn:
@@ -228,7 +272,7 @@ async def _end_wait(conn: AsyncConnection, row: RowRecord, outcome: WaitOutcome)
 
 
 async def resolve_wait(
-    db: Database,
+    db: Transactions,
     operation_id: UUID,
     row_number: int,
     signal_key: str | None,
@@ -245,7 +289,7 @@ async def resolve_wait(
 
 
 async def resolve_first_waiting(
-    db: Database,
+    db: Transactions,
     operation_id: UUID,
     key_prefix: str,
     outcome: Callable[[RowRecord], WaitOutcome],
@@ -259,3 +303,89 @@ async def resolve_first_waiting(
             return None
         row = row_decoder(operation_id)(found)
         return await _end_wait(conn, row, outcome(row))
+
+
+class PostgresDialect:
+    """The ``Dialect`` of PostgreSQL: rows are locked where SQLite locks the database."""
+
+    name = "postgresql"
+
+    def __init__(self, db: Transactions) -> None:
+        self._db = db
+
+    def for_update(self, stmt: S) -> S:
+        """``stmt`` with ``FOR UPDATE``."""
+        return stmt.with_for_update()
+
+    async def lock(self, conn: AsyncConnection, stmt: Select[Any]) -> None:
+        """Run ``stmt`` with ``FOR UPDATE``."""
+        await conn.execute(stmt.with_for_update())
+
+    def skip_locked(self, stmt: S, *, of: Table | None = None) -> S:
+        """``stmt`` with ``FOR UPDATE [OF table] SKIP LOCKED``."""
+        return stmt.with_for_update(of=of, skip_locked=True)
+
+    async def serialise(self, conn: AsyncConnection, key: str) -> None:
+        """A transaction-scoped advisory lock on the hash of ``key``."""
+        await conn.execute(_KEY_LOCK, {"key": key})
+
+    def insert_new(self, table: Table, values: Mapping[str, Any], key: Sequence[str]) -> Insert:
+        """``INSERT ... ON CONFLICT (key) DO NOTHING``."""
+        return postgres_insert(table).values(**values).on_conflict_do_nothing(index_elements=key)
+
+    async def insert_events(self, conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
+        """Insert events under the append lock (held until commit)."""
+        await _insert_events(conn, events)
+
+    async def upsert_rows(
+        self, conn: AsyncConnection, operation_id: UUID, rows: Sequence[RowRecord]
+    ) -> None:
+        """One executemany of the row upsert."""
+        await conn.exec_driver_sql(POSTGRES_UPSERT, encode_rows("postgresql", operation_id, rows))
+
+    async def save(
+        self,
+        operation_id: UUID,
+        rows: SplitRows,
+        delta: ProgressDelta,
+        events: Sequence[EventRecord],
+        fence: Fence | None,
+    ) -> OperationStatus | None:
+        """``RowStore.save``: counters first (the operation row is every writer's first
+        lock), then runs, rows (COPY for large batches), steps and events."""
+        return await save(self._db, operation_id, rows, delta, events, fence)
+
+    async def read_batch(
+        self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+    ) -> list[RowRecord]:
+        """A keyset batch of row records."""
+        return await read_batch(self._db, operation_id, after, limit, states)
+
+    async def read_report_batch(
+        self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+    ) -> list[ReportValues]:
+        """A keyset batch of report values."""
+        return await read_report_batch(self._db, operation_id, after, limit, states)
+
+    async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+        """The first row waiting under the key prefix."""
+        return await find_waiting(self._db, operation_id, key_prefix)
+
+    async def resolve_wait(
+        self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+    ) -> RowRecord | None:
+        """The row is locked between the read and the update."""
+        return await resolve_wait(self._db, operation_id, row_number, signal_key, outcome)
+
+    async def resolve_first_waiting(
+        self, operation_id: UUID, key_prefix: str, outcome: Callable[[RowRecord], WaitOutcome]
+    ) -> RowRecord | None:
+        """The first waiting row no concurrent signal holds is locked, then ended."""
+        return await resolve_first_waiting(self._db, operation_id, key_prefix, outcome)
+
+    async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
+        """The operation record through the column types."""
+        async with self._db.read() as conn:
+            found = await conn.execute(select(operations).where(operations.c.id == operation_id))
+            row = found.mappings().one_or_none()
+        return None if row is None else operation_from_row(row)
