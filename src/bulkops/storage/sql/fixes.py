@@ -11,7 +11,8 @@ from sqlalchemy import ColumnElement, select, update
 
 from bulkops.storage.records import RowRecord
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.pages import in_states, row_from_mapping
+from bulkops.storage.sql.codec import row_from_mapping
+from bulkops.storage.sql.pages import in_states
 from bulkops.storage.sql.schema import row_fixes, row_records
 from bulkops.storage.states import RowState
 

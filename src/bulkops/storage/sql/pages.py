@@ -17,7 +17,8 @@ from uuid import UUID
 
 from sqlalchemy import ColumnElement, Connection, RowMapping, Select, func, select
 
-from bulkops.storage.records import Page, RowQuery, RowRecord, StepState
+from bulkops.storage.records import Page, RowQuery, RowRecord
+from bulkops.storage.sql.codec import row_from_mapping
 from bulkops.storage.sql.kept import Kept
 from bulkops.storage.sql.schema import (
     chunks,
@@ -33,13 +34,6 @@ _SETTLED = frozenset({OperationStatus.COMPLETED, OperationStatus.COMPLETED_WITH_
 # A page of Completed rows skips the others by their row numbers when there are at most
 # this many (read from the state index, so the read stays small).
 _FEW_OTHERS = 10_000
-
-
-def row_from_mapping(row: RowMapping) -> RowRecord:
-    """The row record stored in a ``row_records`` row (read through the column types)."""
-    values = {name: row[name] for name in row.keys()}
-    steps = values.pop("steps")
-    return RowRecord(**values, steps=[StepState.from_json(step) for step in steps] if steps else [])
 
 
 # Row counts of finished operations, by (operation id, version): (rows, numbered without

@@ -34,15 +34,15 @@ from bulkops.storage.sql.bulk import (
     POSTGRES_UPSERT,
     SplitRows,
     copy_rows,
-    encode_rows,
     postgres_upsert,
-    range_params,
 )
 from bulkops.storage.sql.codec import (
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
     event_values,
     operation_from_row,
+    postgres_rows,
+    postgres_runs,
     postgres_timestamp,
     report_decoder,
     row_decoder,
@@ -116,7 +116,7 @@ async def save(
     """``RowStore.save`` in one transaction (events are written when given)."""
     # Encode before taking the write lock so the lock is held for the SQL alone.
     others = rows.others
-    ranges = range_params("postgresql", operation_id, rows.runs)
+    ranges = postgres_runs(operation_id, rows.runs)
     copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
@@ -341,7 +341,7 @@ class PostgresDialect:
         self, conn: AsyncConnection, operation_id: UUID, rows: Sequence[RowRecord]
     ) -> None:
         """One executemany of the row upsert."""
-        await conn.exec_driver_sql(POSTGRES_UPSERT, encode_rows("postgresql", operation_id, rows))
+        await conn.exec_driver_sql(POSTGRES_UPSERT, postgres_rows(operation_id, rows))
 
     async def save(
         self,

@@ -19,9 +19,9 @@ from bulkops.storage.records import (
     RowRecord,
 )
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.codec import operation_from_row
+from bulkops.storage.sql.codec import operation_from_row, row_from_mapping
 from bulkops.storage.sql.deliveries import insert_deliveries
-from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states, row_from_mapping
+from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
 from bulkops.storage.sql.schema import operations, retry_history, row_fixes, row_records
 from bulkops.storage.states import OperationStatus, RowState
 

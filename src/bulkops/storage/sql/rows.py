@@ -22,7 +22,8 @@ from bulkops.storage.records import (
 )
 from bulkops.storage.sql.base import SqlBase
 from bulkops.storage.sql.bulk import SplitRows, completed_step_names, split_plain_runs
-from bulkops.storage.sql.pages import read_page, row_from_mapping
+from bulkops.storage.sql.codec import row_from_mapping
+from bulkops.storage.sql.pages import read_page
 from bulkops.storage.sql.schema import row_records
 from bulkops.storage.states import OperationStatus, RowState
 

@@ -32,8 +32,6 @@ from bulkops.storage.sql.bulk import (
     SQLITE_RANGE_UPSERT,
     SQLITE_UPSERT,
     SplitRows,
-    encode_rows,
-    range_params,
 )
 from bulkops.storage.sql.codec import (
     EVENT_COLUMNS,
@@ -44,6 +42,9 @@ from bulkops.storage.sql.codec import (
     event_values,
     report_decoder,
     row_decoder,
+    sqlite_events,
+    sqlite_rows,
+    sqlite_runs,
     sqlite_timestamp,
     wait_end_values,
 )
@@ -73,22 +74,6 @@ _HELD_CHUNK = (
 )
 
 
-def _event_params(events: Sequence[EventRecord]) -> list[tuple[Any, ...]]:
-    """Driver parameters of ``_INSERT_EVENT`` for each event."""
-    return [
-        (
-            str(e.operation_id),
-            e.operation_name,
-            e.type.value,
-            e.severity.value,
-            e.message,
-            sqlite_timestamp(e.timestamp),
-            e.tenant,
-        )
-        for e in events
-    ]
-
-
 def save(
     operation_id: UUID,
     rows: SplitRows,
@@ -98,8 +83,8 @@ def save(
 ) -> Callable[[sqlite3.Connection], OperationStatus | None]:
     """``RowStore.save`` as one transaction (events are written when given)."""
     key = str(operation_id)
-    ranges = range_params("sqlite", operation_id, rows.runs)
-    encoded = encode_rows("sqlite", operation_id, rows.others)
+    ranges = sqlite_runs(operation_id, rows.runs)
+    encoded = sqlite_rows(operation_id, rows.others)
     steps = [(key, name) for name in rows.new_steps]
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, key)
@@ -126,7 +111,7 @@ def save(
         if steps:
             connection.executemany(_ADD_STEP, steps)
         if events:
-            connection.executemany(_INSERT_EVENT, _event_params(events))
+            connection.executemany(_INSERT_EVENT, sqlite_events(events))
         status = connection.execute(_STATUS, (key,)).fetchone()
         return OperationStatus(status[0])
 
@@ -312,7 +297,7 @@ class SqliteDialect:
         self, conn: AsyncConnection, operation_id: UUID, rows: Sequence[RowRecord]
     ) -> None:
         """One executemany of the row upsert."""
-        await conn.exec_driver_sql(SQLITE_UPSERT, encode_rows("sqlite", operation_id, rows))
+        await conn.exec_driver_sql(SQLITE_UPSERT, sqlite_rows(operation_id, rows))
 
     async def save(
         self,
