@@ -36,6 +36,7 @@ from sqlalchemy.pool import StaticPool
 from bulkops.errors import StorageError, StorageUnavailable
 from bulkops.storage.lanes import in_processing_lane
 from bulkops.storage.sql.dialect import Dialect
+from bulkops.storage.sql.pages import PageCounts
 from bulkops.storage.sql.postgres import PostgresDialect, configure_postgres
 from bulkops.storage.sql.sqlite import SqliteDialect
 
@@ -425,6 +426,8 @@ class Database:
         self._write_lock: asyncio.Lock | None = None
         self._group: _WriteGroup | None = None
         self.dialect: Dialect = SqliteDialect(self) if sqlite_path else PostgresDialect(self)
+        # What page reads of this database keep between reads (counts of rows).
+        self.page_counts = PageCounts()
 
     @asynccontextmanager
     async def _local_write_turn(self) -> AsyncIterator[None]:

@@ -67,7 +67,8 @@ class RowMethods(SqlBase):
 
     async def page(self, query: RowQuery) -> Page[RowRecord]:
         """A page of row records matching the query, by row number (see ``read_page``)."""
-        return await self._db.read_core(functools.partial(read_page, query=query))
+        read = functools.partial(read_page, query=query, counts=self._db.page_counts)
+        return await self._db.read_core(read)
 
     async def iterate(
         self,
