@@ -105,50 +105,6 @@ async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -
     await conn.execute(events_table.insert(), [event_values(e) for e in events])
 
 
-async def save(
-    db: Transactions,
-    operation_id: UUID,
-    rows: SplitRows,
-    delta: ProgressDelta,
-    events: Sequence[EventRecord],
-    fence: Fence | None,
-) -> OperationStatus | None:
-    """``RowStore.save`` in one transaction (events are written when given)."""
-    # Encode before taking the write lock so the lock is held for the SQL alone.
-    others = rows.others
-    ranges = postgres_runs(operation_id, rows.runs)
-    copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
-    add_counters = _ADD_COUNTERS
-    counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
-    if fence is not None and fence.chunk is None:
-        add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
-        counters += (fence.worker_id,)
-    try:
-        async with db.write() as conn:
-            # The operation row is locked first by every writer, so writers never deadlock;
-            # the fence keeps a worker that lost the operation (or its chunk) out.
-            status = (await conn.exec_driver_sql(add_counters, counters)).scalar_one_or_none()
-            if status is None:
-                return None
-            if fence is not None and fence.chunk is not None:
-                held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
-                if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
-                    raise _NotHeld  # rolls the counters back
-            if ranges:
-                await _insert_runs(conn, ranges)
-            if not copied or not await _copy_in(conn, copied):
-                if others:
-                    upsert, params = postgres_upsert(operation_id, others)
-                    await conn.exec_driver_sql(upsert, params)
-            if rows.new_steps:
-                steps = [(operation_id, name) for name in rows.new_steps]
-                await conn.exec_driver_sql(_ADD_STEP, steps)
-            await _insert_events(conn, events)
-    except _NotHeld:
-        return None
-    return OperationStatus(status)
-
-
 async def _insert_runs(conn: AsyncConnection, ranges: list[Any]) -> None:
     """Insert runs of plain completions, which are new rows but for a resumed run's.
 
@@ -184,35 +140,6 @@ class _NotHeld(Exception):
     """The fence's chunk is held by someone else: nothing is written."""
 
 
-async def read_batch(
-    db: Transactions,
-    operation_id: UUID,
-    after: int,
-    limit: int,
-    states: Collection[RowState] | None,
-) -> list[RowRecord]:
-    """The next ``limit`` row records above row ``after`` (in ``states`` when given)."""
-    sql, params = _batch_query(_ROW_COLUMNS, operation_id, after, limit, states)
-    async with db.read() as conn:
-        found = (await conn.exec_driver_sql(sql, params)).all()
-    decode = row_decoder(operation_id)
-    return [decode(values) for values in found]
-
-
-async def read_report_batch(
-    db: Transactions,
-    operation_id: UUID,
-    after: int,
-    limit: int,
-    states: Collection[RowState] | None,
-) -> list[ReportValues]:
-    """The report values of ``read_batch``'s rows."""
-    sql, params = _batch_query(_REPORT_COLUMNS, operation_id, after, limit, states)
-    async with db.read() as conn:
-        found = (await conn.exec_driver_sql(sql, params)).all()
-    return list(map(report_decoder(), found))
-
-
 def _batch_query(
     columns: str, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
 ) -> tuple[str, tuple[object, ...]]:
@@ -239,14 +166,6 @@ def _first_waiting(operation_id: UUID, key_prefix: str) -> tuple[str, tuple[obje
     return sql, (operation_id, _WAITING, escaped + "%", key_prefix)
 
 
-async def find_waiting(db: Transactions, operation_id: UUID, key_prefix: str) -> RowRecord | None:
-    """``RowStore.find_waiting``: the first row waiting under the key prefix."""
-    sql, params = _first_waiting(operation_id, key_prefix)
-    async with db.read() as conn:
-        found = (await conn.exec_driver_sql(sql, params)).first()
-    return None if found is None else row_decoder(operation_id)(found)
-
-
 def _wait_condition(
     operation_id: UUID, row_number: int, signal_key: str | None
 ) -> tuple[str, tuple[object, ...]]:
@@ -269,40 +188,6 @@ async def _end_wait(conn: AsyncConnection, row: RowRecord, outcome: WaitOutcome)
     update = f"UPDATE row_records SET {_END_WAIT} WHERE {condition}"
     await conn.exec_driver_sql(update, wait_end_values(resolved, postgres_timestamp) + params)
     return resolved
-
-
-async def resolve_wait(
-    db: Transactions,
-    operation_id: UUID,
-    row_number: int,
-    signal_key: str | None,
-    outcome: WaitOutcome,
-) -> RowRecord | None:
-    """``RowStore.resolve_wait``: the row is locked between the read and the update."""
-    condition, params = _wait_condition(operation_id, row_number, signal_key)
-    select = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition} FOR UPDATE"
-    async with db.write() as conn:
-        found = (await conn.exec_driver_sql(select, params)).first()
-        if found is None:
-            return None
-        return await _end_wait(conn, row_decoder(operation_id)(found), outcome)
-
-
-async def resolve_first_waiting(
-    db: Transactions,
-    operation_id: UUID,
-    key_prefix: str,
-    outcome: Callable[[RowRecord], WaitOutcome],
-) -> RowRecord | None:
-    """``RowStore.resolve_first_waiting``: the first waiting row that no concurrent signal
-    holds is locked, then ended, in one transaction."""
-    sql, params = _first_waiting(operation_id, key_prefix)
-    async with db.write() as conn:
-        found = (await conn.exec_driver_sql(sql + " FOR UPDATE SKIP LOCKED", params)).first()
-        if found is None:
-            return None
-        row = row_decoder(operation_id)(found)
-        return await _end_wait(conn, row, outcome(row))
 
 
 class PostgresDialect:
@@ -351,37 +236,111 @@ class PostgresDialect:
         events: Sequence[EventRecord],
         fence: Fence | None,
     ) -> OperationStatus | None:
-        """``RowStore.save``: counters first (the operation row is every writer's first
-        lock), then runs, rows (COPY for large batches), steps and events."""
-        return await save(self._db, operation_id, rows, delta, events, fence)
+        """``RowStore.save`` in one transaction (events are written when given)."""
+        # Encode before taking the write lock so the lock is held for the SQL alone.
+        others = rows.others
+        ranges = postgres_runs(operation_id, rows.runs)
+        copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
+        add_counters = _ADD_COUNTERS
+        counters: tuple[object, ...] = (
+            delta.processed,
+            delta.successful,
+            delta.failed,
+            operation_id,
+        )
+        if fence is not None and fence.chunk is None:
+            add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
+            counters += (fence.worker_id,)
+        try:
+            async with self._db.write() as conn:
+                # The operation row is locked first by every writer, so writers never deadlock;
+                # the fence keeps a worker that lost the operation (or its chunk) out.
+                status = (await conn.exec_driver_sql(add_counters, counters)).scalar_one_or_none()
+                if status is None:
+                    return None
+                if fence is not None and fence.chunk is not None:
+                    held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
+                    if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
+                        raise _NotHeld  # rolls the counters back
+                if ranges:
+                    await _insert_runs(conn, ranges)
+                if not copied or not await _copy_in(conn, copied):
+                    if others:
+                        upsert, params = postgres_upsert(operation_id, others)
+                        await conn.exec_driver_sql(upsert, params)
+                if rows.new_steps:
+                    steps = [(operation_id, name) for name in rows.new_steps]
+                    await conn.exec_driver_sql(_ADD_STEP, steps)
+                await _insert_events(conn, events)
+        except _NotHeld:
+            return None
+        return OperationStatus(status)
 
     async def read_batch(
-        self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+        self,
+        operation_id: UUID,
+        after: int,
+        limit: int,
+        states: Collection[RowState] | None,
     ) -> list[RowRecord]:
-        """A keyset batch of row records."""
-        return await read_batch(self._db, operation_id, after, limit, states)
+        """The next ``limit`` row records above row ``after`` (in ``states`` when given)."""
+        sql, params = _batch_query(_ROW_COLUMNS, operation_id, after, limit, states)
+        async with self._db.read() as conn:
+            found = (await conn.exec_driver_sql(sql, params)).all()
+        decode = row_decoder(operation_id)
+        return [decode(values) for values in found]
 
     async def read_report_batch(
-        self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+        self,
+        operation_id: UUID,
+        after: int,
+        limit: int,
+        states: Collection[RowState] | None,
     ) -> list[ReportValues]:
-        """A keyset batch of report values."""
-        return await read_report_batch(self._db, operation_id, after, limit, states)
+        """The report values of ``read_batch``'s rows."""
+        sql, params = _batch_query(_REPORT_COLUMNS, operation_id, after, limit, states)
+        async with self._db.read() as conn:
+            found = (await conn.exec_driver_sql(sql, params)).all()
+        return list(map(report_decoder(), found))
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
-        """The first row waiting under the key prefix."""
-        return await find_waiting(self._db, operation_id, key_prefix)
+        """``RowStore.find_waiting``: the first row waiting under the key prefix."""
+        sql, params = _first_waiting(operation_id, key_prefix)
+        async with self._db.read() as conn:
+            found = (await conn.exec_driver_sql(sql, params)).first()
+        return None if found is None else row_decoder(operation_id)(found)
 
     async def resolve_wait(
-        self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+        self,
+        operation_id: UUID,
+        row_number: int,
+        signal_key: str | None,
+        outcome: WaitOutcome,
     ) -> RowRecord | None:
-        """The row is locked between the read and the update."""
-        return await resolve_wait(self._db, operation_id, row_number, signal_key, outcome)
+        """``RowStore.resolve_wait``: the row is locked between the read and the update."""
+        condition, params = _wait_condition(operation_id, row_number, signal_key)
+        lookup = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition} FOR UPDATE"
+        async with self._db.write() as conn:
+            found = (await conn.exec_driver_sql(lookup, params)).first()
+            if found is None:
+                return None
+            return await _end_wait(conn, row_decoder(operation_id)(found), outcome)
 
     async def resolve_first_waiting(
-        self, operation_id: UUID, key_prefix: str, outcome: Callable[[RowRecord], WaitOutcome]
+        self,
+        operation_id: UUID,
+        key_prefix: str,
+        outcome: Callable[[RowRecord], WaitOutcome],
     ) -> RowRecord | None:
-        """The first waiting row no concurrent signal holds is locked, then ended."""
-        return await resolve_first_waiting(self._db, operation_id, key_prefix, outcome)
+        """``RowStore.resolve_first_waiting``: the first waiting row that no concurrent signal
+        holds is locked, then ended, in one transaction."""
+        sql, params = _first_waiting(operation_id, key_prefix)
+        async with self._db.write() as conn:
+            found = (await conn.exec_driver_sql(sql + " FOR UPDATE SKIP LOCKED", params)).first()
+            if found is None:
+                return None
+            row = row_decoder(operation_id)(found)
+            return await _end_wait(conn, row, outcome(row))
 
     async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
         """The operation record through the column types."""
