@@ -154,7 +154,7 @@ class Runtime:
                 sql = SqlStore(database)
             operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
             deliveries = sql
-            if not database.is_sqlite:
+            if database.dialect.name == "postgresql":
                 from bulkops.storage.sql.liveness import PostgresLiveness
                 from bulkops.storage.sql.wakeups import PostgresWakeUps
 

@@ -663,7 +663,7 @@ def test_unsupported_urls_are_refused(url: str) -> None:
 )
 async def test_postgres_url_spellings_select_psycopg(url: str) -> None:
     database = Database.from_url(url)  # connects lazily
-    assert database.dialect_name == "postgresql"
+    assert database.dialect.name == "postgresql"
     assert parse_url(url, asynchronous=True).drivername == "postgresql+psycopg"
     await database.close()
 

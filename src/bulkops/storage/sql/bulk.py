@@ -1,6 +1,6 @@
 """The row upsert of ``save()``: the hot path of a bulk operation, at driver level.
 
-Rows are encoded by ``codec.row_encoder`` straight into driver tuples and sent with one
+Rows are encoded by ``codec`` straight into driver tuples and sent with one
 ``executemany`` (or one ``unnest``) per batch; runs of plain successes are written as one
 set-based statement each.
 """
@@ -12,15 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from bulkops.storage.records import CompletedRun, RowRecord
-from bulkops.storage.sql.codec import (
-    ROW_COLUMNS,
-    ROW_KEY,
-    aware,
-    postgres_timestamp,
-    row_encoder,
-    sqlite_timestamp,
-)
+from bulkops.storage.records import RowRecord
+from bulkops.storage.sql.codec import ROW_COLUMNS, ROW_KEY, Run, postgres_rows
 from bulkops.storage.sql.kept import Kept
 from bulkops.storage.states import RowState
 
@@ -87,17 +80,8 @@ def copy_rows(operation_id: UUID, rows: Sequence[RowRecord]) -> list[tuple[Any, 
     """The driver tuples that COPY writes for ``rows``: the last of each row number only,
     which is what consecutive upserts would have left (one statement cannot update a
     row twice)."""
-    latest = {values[1]: values for values in encode_rows("postgresql", operation_id, rows)}
+    latest = {values[1]: values for values in postgres_rows(operation_id, rows)}
     return list(latest.values())
-
-
-def encode_rows(dialect_name: str, operation_id: UUID, rows: Sequence[RowRecord]) -> list[Any]:
-    """Driver tuples of ``rows`` in ``ROW_COLUMNS`` order."""
-    if dialect_name == "postgresql":
-        encode = row_encoder(operation_id, postgres_timestamp)
-    else:
-        encode = row_encoder(str(operation_id), sqlite_timestamp)
-    return [encode(row) for row in rows]
 
 
 def postgres_upsert(operation_id: UUID, rows: Sequence[RowRecord]) -> tuple[str, Any]:
@@ -107,7 +91,7 @@ def postgres_upsert(operation_id: UUID, rows: Sequence[RowRecord]) -> tuple[str,
     psycopg's async executemany), the executemany otherwise (casting arrays of JSON text to
     jsonb would make unnest the slower one there).
     """
-    encoded = encode_rows("postgresql", operation_id, rows)
+    encoded = postgres_rows(operation_id, rows)
     if any(row.steps or row.row_data is not None for row in rows):
         return POSTGRES_UPSERT, encoded
     # One statement cannot update the same key twice: keep the last of each row number,
@@ -140,8 +124,6 @@ POSTGRES_RANGE_INSERT = (
     "FROM generate_series(%s::int4, %s::int4) AS n"
 )
 POSTGRES_RANGE_UPSERT = f"{POSTGRES_RANGE_INSERT} {_CONFLICT}"
-
-Run = CompletedRun  # (first, last, step name, completed at, step index)
 
 
 def _plain(row: RowRecord) -> bool:
@@ -215,17 +197,3 @@ class ListedSteps:
         """Note ``names`` as listed (after the transaction that inserted them committed)."""
         listed = self._listed.get(operation_id) or frozenset()
         self._listed.put(operation_id, listed | frozenset(names))
-
-
-def range_params(dialect_name: str, operation_id: UUID, runs: Sequence[Run]) -> list[Any]:
-    """Driver parameters of the range upsert for each run."""
-    if dialect_name == "postgresql":
-        return [
-            (operation_id, index, step, aware(at), first, last)
-            for first, last, step, at, index in runs
-        ]
-    key = str(operation_id)
-    return [
-        (first, last, key, index, step, sqlite_timestamp(at))
-        for first, last, step, at, index in runs
-    ]

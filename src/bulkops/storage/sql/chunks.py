@@ -17,9 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bulkops.storage.lifecycle import OperationChange
 from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.sql.base import SqlBase
+from bulkops.storage.sql.codec import operation_from_row
 from bulkops.storage.sql.deliveries import insert_deliveries
-from bulkops.storage.sql.events import insert_events
-from bulkops.storage.sql.operations import operation_from_row
 from bulkops.storage.sql.schema import chunks, operations
 from bulkops.storage.states import ChunkState, OperationStatus
 
@@ -98,7 +97,7 @@ class ChunkMethods(SqlBase):
             await conn.execute(chunks.insert(), [_chunk_values(part) for part in parts])
             await insert_deliveries(conn, change.deliveries)
             if self._events_here:
-                await insert_events(conn, change.events)
+                await self._db.dialect.insert_events(conn, change.events)
             found = await conn.execute(select(operations).where(_o.id == change.operation_id))
             record = operation_from_row(found.mappings().one())
         if not self._events_here:
@@ -127,8 +126,7 @@ class ChunkMethods(SqlBase):
             .order_by(_o.priority.desc(), _o.created_at, _c.operation_id, _c.chunk_index)
             .limit(1)
         )
-        if not self._db.is_sqlite:
-            pick = pick.with_for_update(of=chunks, skip_locked=True)
+        pick = self._db.dialect.skip_locked(pick, of=chunks)
         async with self._db.write() as conn:
             found = (await conn.execute(pick)).first()
             if found is None:
@@ -196,10 +194,8 @@ class ChunkMethods(SqlBase):
             .where(_c.operation_id == operation_id, _c.state != ChunkState.DONE)
         )
         async with self._db.write() as conn:
-            if not self._db.is_sqlite:
-                # Serialises the ends of one operation's chunks: exactly one sees none left.
-                lock = select(_o.id).where(_o.id == operation_id).with_for_update()
-                await conn.execute(lock)
+            # Serialises the ends of one operation's chunks: exactly one sees none left.
+            await self._db.dialect.lock(conn, select(_o.id).where(_o.id == operation_id))
             if (await conn.execute(end)).rowcount == 0:
                 return None
             return int((await conn.execute(left)).scalar_one())

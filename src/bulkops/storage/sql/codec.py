@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import JSON, Boolean
+from sqlalchemy import JSON, Boolean, RowMapping
 
 from bulkops.storage.records import (
+    CompletedRun,
     EventRecord,
     OperationRecord,
     ReportValues,
@@ -52,6 +53,7 @@ _OPERATION_UUIDS = tuple(
 _OPERATION_BOOLEANS = tuple(c.name for c in operations.columns if isinstance(c.type, Boolean))
 
 Timestamp = Callable[[datetime | None], Any]
+Run = CompletedRun  # (first, last, step name, completed at, step index)
 
 
 def aware(value: datetime) -> datetime:
@@ -142,6 +144,50 @@ def row_encoder(operation_key: Any, timestamp: Timestamp) -> Callable[[RowRecord
         )
 
     return encode
+
+
+def sqlite_rows(operation_id: UUID, rows: Sequence[RowRecord]) -> list[tuple[Any, ...]]:
+    """Driver tuples of ``rows`` in ``ROW_COLUMNS`` order for sqlite3."""
+    encode = row_encoder(str(operation_id), sqlite_timestamp)
+    return [encode(row) for row in rows]
+
+
+def postgres_rows(operation_id: UUID, rows: Sequence[RowRecord]) -> list[tuple[Any, ...]]:
+    """Driver tuples of ``rows`` in ``ROW_COLUMNS`` order for psycopg."""
+    encode = row_encoder(operation_id, postgres_timestamp)
+    return [encode(row) for row in rows]
+
+
+def sqlite_runs(operation_id: UUID, runs: Sequence[Run]) -> list[tuple[Any, ...]]:
+    """Parameters of ``bulk.SQLITE_RANGE_UPSERT`` for each run."""
+    key = str(operation_id)
+    return [
+        (first, last, key, index, step, sqlite_timestamp(at))
+        for first, last, step, at, index in runs
+    ]
+
+
+def postgres_runs(operation_id: UUID, runs: Sequence[Run]) -> list[tuple[Any, ...]]:
+    """Parameters of ``bulk.POSTGRES_RANGE_INSERT`` (and its upsert) for each run."""
+    return [
+        (operation_id, index, step, aware(at), first, last) for first, last, step, at, index in runs
+    ]
+
+
+def sqlite_events(events: Sequence[EventRecord]) -> list[tuple[Any, ...]]:
+    """Driver tuples of events in ``EVENT_COLUMNS`` order for sqlite3."""
+    return [
+        (
+            str(e.operation_id),
+            e.operation_name,
+            e.type.value,
+            e.severity.value,
+            e.message,
+            sqlite_timestamp(e.timestamp),
+            e.tenant,
+        )
+        for e in events
+    ]
 
 
 def _parse_timestamps() -> Callable[[Any], datetime | None]:
@@ -236,6 +282,18 @@ def decode_operation(values: Any) -> OperationRecord:
     for name in _OPERATION_BOOLEANS:  # SQLite hands back 0 and 1
         fields[name] = bool(fields[name])
     return OperationRecord(**fields)
+
+
+def row_from_mapping(row: RowMapping) -> RowRecord:
+    """The row record stored in a ``row_records`` row (read through the column types)."""
+    values = {name: row[name] for name in row.keys()}
+    steps = values.pop("steps")
+    return RowRecord(**values, steps=[StepState.from_json(step) for step in steps] if steps else [])
+
+
+def operation_from_row(row: RowMapping) -> OperationRecord:
+    """The record stored in an ``operations`` row read through the column types."""
+    return OperationRecord(**{name: row[name] for name in OPERATION_COLUMNS})
 
 
 def event_values(event: EventRecord) -> dict[str, Any]:

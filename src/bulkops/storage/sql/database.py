@@ -35,7 +35,10 @@ from sqlalchemy.pool import StaticPool
 
 from bulkops.errors import StorageError, StorageUnavailable
 from bulkops.storage.lanes import in_processing_lane
-from bulkops.storage.sql.bulk import POSTGRES_STAGING
+from bulkops.storage.sql.dialect import Dialect
+from bulkops.storage.sql.pages import PageCounts
+from bulkops.storage.sql.postgres import PostgresDialect, configure_postgres
+from bulkops.storage.sql.sqlite import SqliteDialect
 
 T = TypeVar("T")
 
@@ -130,28 +133,6 @@ def parse_url(url: str, *, asynchronous: bool) -> URL:
         return parsed.set(drivername="postgresql+psycopg")
     shown = parsed.render_as_string(hide_password=True)
     raise ValueError(f"unsupported database URL {shown!r}: use sqlite:/// or postgresql://")
-
-
-STAGED = "bulkops_staging"  # connection info key: the COPY staging table exists
-
-
-def configure_postgres(engine: Engine) -> None:
-    """Give every new PostgreSQL connection the staging table that large row batches are
-    copied into (``bulk.POSTGRES_COPY``). A role without the TEMP privilege gets none, and
-    its batches are written without COPY."""
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute(POSTGRES_STAGING)
-        except Exception:  # insufficient privilege, say: no COPY then
-            dbapi_connection.rollback()
-        else:
-            dbapi_connection.commit()
-            record.info[STAGED] = True
-        finally:
-            cursor.close()
 
 
 def configure_sqlite(engine: Engine, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:
@@ -404,10 +385,11 @@ def _quiet(task: asyncio.Future[None]) -> None:
 
 
 class Database:
-    """Owns the async engine; hands out read and write transactions.
+    """Owns the async engine; hands out read and write transactions, and the ``dialect``.
 
     Every store goes through ``read()`` / ``write()`` (or, for SQLite batch writes,
-    ``write_sqlite()``), which is where driver errors become ``StorageError``.
+    ``write_sqlite()``), which is where driver errors become ``StorageError``; what differs
+    between the databases it asks ``dialect``, chosen here once.
     """
 
     def __init__(
@@ -443,6 +425,9 @@ class Database:
         # the busy timeout is left for other processes.
         self._write_lock: asyncio.Lock | None = None
         self._group: _WriteGroup | None = None
+        self.dialect: Dialect = SqliteDialect(self) if sqlite_path else PostgresDialect(self)
+        # What page reads of this database keep between reads (counts of rows).
+        self.page_counts = PageCounts()
 
     @asynccontextmanager
     async def _local_write_turn(self) -> AsyncIterator[None]:
@@ -510,12 +495,6 @@ class Database:
         except DRIVER_ERRORS as exc:
             raise storage_error("database read", exc) from exc
 
-    @property
-    def is_sqlite(self) -> bool:
-        """True on SQLite, where ``write_sqlite`` and ``read_sqlite`` run a transaction in
-        one thread hop."""
-        return self._writer is not None
-
     async def write_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in a ``BEGIN IMMEDIATE`` transaction on the SQLite writer thread.
 
@@ -532,11 +511,6 @@ class Database:
         except DRIVER_ERRORS as exc:
             raise storage_error("database write", exc) from exc
         return result
-
-    @property
-    def dialect_name(self) -> str:
-        """``sqlite`` or ``postgresql``."""
-        return self._engine.dialect.name
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

@@ -70,8 +70,7 @@ class DeliveryMethods(SqlBase):
             or_(_d.claimed_until.is_(None), _d.claimed_until < now),
         )
         pick = select(_d.id).where(due).order_by(_d.next_attempt_at, _d.id).limit(limit)
-        if not self._db.is_sqlite:
-            pick = pick.with_for_update(skip_locked=True)
+        pick = self._db.dialect.skip_locked(pick)
         async with self._db.write() as conn:
             ids = list((await conn.execute(pick)).scalars().all())
             if not ids:

@@ -1,62 +1,22 @@
 """The event feed in the ``events`` table, ordered by its identity column.
 
-Events of a state change are written inside the transaction of the change (``insert_events``
-and ``SQLITE_INSERT``), so the feed never misses a transition; ``SqlEventStore`` reads the
-feed and prunes it.
+Events of a state change are written inside the transaction of the change (by the
+dialect's ``insert_events`` or its batch write), so the feed never misses a transition;
+``SqlEventStore`` reads the feed and prunes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
-from sqlalchemy import RowMapping, delete, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import RowMapping, delete, select
 
 from bulkops.storage.records import EventRecord
-from bulkops.storage.sql.codec import EVENT_COLUMNS, event_values, sqlite_timestamp
+from bulkops.storage.sql.codec import EVENT_COLUMNS
 from bulkops.storage.sql.database import Database
 from bulkops.storage.sql.schema import events as events_table
-
-# Key of the PostgreSQL advisory lock that orders appends (the bytes of "bkevents").
-APPEND_LOCK_KEY = int.from_bytes(b"bkevents", "big", signed=True)
-_APPEND_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
-SQLITE_INSERT = (
-    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in EVENT_COLUMNS)})"
-)
-
-
-def sqlite_event_params(events: Sequence[EventRecord]) -> list[tuple[Any, ...]]:
-    """Driver parameters of ``SQLITE_INSERT`` for each event."""
-    return [
-        (
-            str(e.operation_id),
-            e.operation_name,
-            e.type.value,
-            e.severity.value,
-            e.message,
-            sqlite_timestamp(e.timestamp),
-            e.tenant,
-        )
-        for e in events
-    ]
-
-
-async def insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
-    """Insert events within the caller's transaction; the database assigns sequences."""
-    if not events:
-        return
-    if conn.dialect.name == "postgresql":
-        # Identity values are handed out at INSERT but become visible at COMMIT, so
-        # concurrent appenders could commit out of order and a reader polling with
-        # ``after`` would skip the late, lower sequence for good. Serialising appends
-        # (until commit) makes sequence order commit order. SQLite writers are serialised
-        # by BEGIN IMMEDIATE already.
-        await conn.execute(_APPEND_LOCK, {"key": APPEND_LOCK_KEY})
-    await conn.execute(events_table.insert(), [event_values(e) for e in events])
 
 
 def _event_from_row(row: RowMapping) -> EventRecord:
@@ -79,7 +39,7 @@ class SqlEventStore:
     async def append(self, events: Sequence[EventRecord]) -> None:
         """Record events outside any state change; the database assigns sequences."""
         async with self._db.write() as conn:
-            await insert_events(conn, events)
+            await self._db.dialect.insert_events(conn, events)
 
     async def read(
         self,

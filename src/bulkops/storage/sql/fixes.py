@@ -11,7 +11,8 @@ from sqlalchemy import ColumnElement, select, update
 
 from bulkops.storage.records import RowRecord
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.pages import in_states, row_from_mapping
+from bulkops.storage.sql.codec import row_from_mapping
+from bulkops.storage.sql.pages import in_states
 from bulkops.storage.sql.schema import row_fixes, row_records
 from bulkops.storage.states import RowState
 
@@ -27,9 +28,7 @@ class FixMethods(SqlBase):
         """Replace the data of a Failed row and record its fix; see ``RowStore.fix_row``."""
         r, f = row_records.c, row_fixes.c
         key = (r.operation_id == operation_id, r.row_number == row_number)
-        lookup = select(row_records).where(*key)
-        if not self._db.is_sqlite:
-            lookup = lookup.with_for_update()
+        lookup = self._db.dialect.for_update(select(row_records).where(*key))
         async with self._db.write() as conn:
             found = (await conn.execute(lookup)).mappings().one_or_none()
             if found is None:

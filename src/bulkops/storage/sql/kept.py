@@ -16,7 +16,7 @@ class Kept(Generic[K, V]):
     def __init__(self, size: int) -> None:
         self._size = size
         self._items: dict[K, V] = {}
-        self._lock = threading.Lock()  # the reader threads of every database share some
+        self._lock = threading.Lock()  # a database's reader threads share them
 
     def get(self, key: K) -> V | None:
         """The value kept for ``key``, or None."""

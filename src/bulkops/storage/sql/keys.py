@@ -5,20 +5,22 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from sqlalchemy import and_, delete, func, select, text
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import and_, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.clock import utcnow
 from bulkops.storage.records import IdempotencyKey, KeyInUse
 from bulkops.storage.sql.base import SqlBase
+from bulkops.storage.sql.dialect import Dialect
 from bulkops.storage.sql.schema import idempotency_keys, rate_limit_starts
-
-_RATE_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:key))")
 
 
 async def claim_key(
-    conn: AsyncConnection, key: IdempotencyKey, operation_id: UUID, now: datetime
+    dialect: Dialect,
+    conn: AsyncConnection,
+    key: IdempotencyKey,
+    operation_id: UUID,
+    now: datetime,
 ) -> KeyInUse | None:
     """Within the caller's transaction: record the key for ``operation_id``, or return its
     unexpired earlier use. Of two transactions with one key, the second waits for the
@@ -26,19 +28,16 @@ async def claim_key(
     k = idempotency_keys.c
     same = and_(k.principal == key.principal, k.key == key.key)
     await conn.execute(delete(idempotency_keys).where(same, k.created_at < key.expires_before))
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    insert = (
-        dialect.insert(idempotency_keys)
-        .values(
-            principal=key.principal,
-            key=key.key,
-            fingerprint=key.fingerprint,
-            operation_id=operation_id,
-            created_at=now,
-        )
-        .on_conflict_do_nothing(index_elements=["principal", "key"])
-        .returning(k.key)  # rowcount is not reliable for ON CONFLICT on every driver
-    )
+    values = {
+        "principal": key.principal,
+        "key": key.key,
+        "fingerprint": key.fingerprint,
+        "operation_id": operation_id,
+        "created_at": now,
+    }
+    insert = dialect.insert_new(idempotency_keys, values, ("principal", "key"))
+    # rowcount is not reliable for ON CONFLICT on every driver
+    insert = insert.returning(k.key)
     if (await conn.execute(insert)).first() is not None:
         return None
     used = (await conn.execute(select(k.operation_id, k.fingerprint).where(same))).one()
@@ -52,8 +51,7 @@ class RateLimitMethods(SqlBase):
         """Record a rate-limited start when the window has room; else the seconds to wait."""
         r = rate_limit_starts.c
         async with self._db.write() as conn:
-            if conn.dialect.name == "postgresql":  # SQLite writers are serialised already
-                await conn.execute(_RATE_LOCK, {"key": key})
+            await self._db.dialect.serialise(conn, key)
             now = utcnow()  # read under the lock: decisions are ordered in time
             window = now - timedelta(seconds=period)
             await conn.execute(

@@ -10,13 +10,11 @@ from uuid import UUID
 
 from sqlalchemy import (
     ColumnElement,
-    RowMapping,
     and_,
     func,
     literal,
     or_,
     select,
-    text,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -32,11 +30,10 @@ from bulkops.storage.records import (
     OperationRecord,
     Page,
 )
-from bulkops.storage.sql import sqlite
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.codec import OPERATION_COLUMNS, operation_values
+from bulkops.storage.sql.codec import operation_from_row, operation_values
 from bulkops.storage.sql.deliveries import insert_deliveries
-from bulkops.storage.sql.events import insert_events
+from bulkops.storage.sql.dialect import Dialect
 from bulkops.storage.sql.keys import claim_key
 from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
 from bulkops.storage.sql.schema import not_completed, operations, row_records
@@ -48,7 +45,6 @@ _CLAIMABLE = or_(
     and_(_o.status == OperationStatus.RETRYING, _o.worker_id.is_(None)),
 )
 ACTIVE_STATUSES = (OperationStatus.PENDING, OperationStatus.RUNNING, OperationStatus.RETRYING)
-_TENANT_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:key))")
 
 
 class _Refused(Exception):
@@ -59,7 +55,9 @@ class _Refused(Exception):
         self.reached = reached
 
 
-async def _check_active(conn: AsyncConnection, record: OperationRecord, most: int) -> None:
+async def _check_active(
+    dialect: Dialect, conn: AsyncConnection, record: OperationRecord, most: int
+) -> None:
     """Raise ``_Refused`` when the record's tenant already has ``most`` active operations.
 
     On PostgreSQL a transaction lock per tenant orders concurrent adds of one tenant, so
@@ -70,19 +68,13 @@ async def _check_active(conn: AsyncConnection, record: OperationRecord, most: in
     else:
         key = f"creator:{record.created_by}"
         owner = and_(_o.tenant.is_(None), _o.created_by == record.created_by)
-    if conn.dialect.name == "postgresql":
-        await conn.execute(_TENANT_LOCK, {"key": key})
+    await dialect.serialise(conn, key)
     # A tenant's count reads its (tenant, status) index; a creator's, the status index (few
     # operations are active at any time).
     count = select(func.count()).where(_o.status.in_(ACTIVE_STATUSES), owner)
     active = int((await conn.execute(count)).scalar_one())
     if active >= most:
         raise _Refused(LimitReached(active))
-
-
-def operation_from_row(row: RowMapping) -> OperationRecord:
-    """The record stored in an ``operations`` row."""
-    return OperationRecord(**{name: row[name] for name in OPERATION_COLUMNS})
 
 
 class OperationMethods(SqlBase):
@@ -107,14 +99,16 @@ class OperationMethods(SqlBase):
         try:
             async with self._db.write() as conn:
                 if idempotency is not None:
-                    used = await claim_key(conn, idempotency, record.id, record.created_at)
+                    used = await claim_key(
+                        self._db.dialect, conn, idempotency, record.id, record.created_at
+                    )
                     if used is not None:
                         return used
                 if limit is not None:
-                    await _check_active(conn, record, limit.most)
+                    await _check_active(self._db.dialect, conn, record, limit.most)
                 await conn.execute(operations.insert().values(**operation_values(record)))
                 if self._events_here:
-                    await insert_events(conn, events)
+                    await self._db.dialect.insert_events(conn, events)
         except _Refused as refused:
             return refused.reached
         if not self._events_here:
@@ -123,10 +117,7 @@ class OperationMethods(SqlBase):
 
     async def get(self, operation_id: UUID) -> OperationRecord | None:
         """The operation record, or None when unknown."""
-        if self._db.is_sqlite:
-            return await self._db.read_sqlite(sqlite.get_operation(operation_id))
-        async with self._db.read() as conn:
-            return await _fetch(conn, operation_id)
+        return await self._db.dialect.get_operation(operation_id)
 
     async def list(self, query: OperationQuery) -> Page[OperationRecord]:
         """A page of matching records, newest ``created_at`` first, then by id."""
@@ -217,7 +208,7 @@ class OperationMethods(SqlBase):
                 return None
             await insert_deliveries(conn, change.deliveries)
             if self._events_here:
-                await insert_events(conn, change.events)
+                await self._db.dialect.insert_events(conn, change.events)
             record = await _fetch(conn, change.operation_id)
         if not self._events_here:
             await self._after_commit(change.events)

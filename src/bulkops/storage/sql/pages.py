@@ -17,7 +17,8 @@ from uuid import UUID
 
 from sqlalchemy import ColumnElement, Connection, RowMapping, Select, func, select
 
-from bulkops.storage.records import Page, RowQuery, RowRecord, StepState
+from bulkops.storage.records import Page, RowQuery, RowRecord
+from bulkops.storage.sql.codec import row_from_mapping
 from bulkops.storage.sql.kept import Kept
 from bulkops.storage.sql.schema import (
     chunks,
@@ -35,18 +36,19 @@ _SETTLED = frozenset({OperationStatus.COMPLETED, OperationStatus.COMPLETED_WITH_
 _FEW_OTHERS = 10_000
 
 
-def row_from_mapping(row: RowMapping) -> RowRecord:
-    """The row record stored in a ``row_records`` row (read through the column types)."""
-    values = {name: row[name] for name in row.keys()}
-    steps = values.pop("steps")
-    return RowRecord(**values, steps=[StepState.from_json(step) for step in steps] if steps else [])
+class PageCounts:
+    """The row counts that page reads keep between reads (``Database.page_counts``):
+    counted once, they save reading every row of an operation at each page.
 
+    ``finished``: by (operation id, version), (rows, numbered without gaps) of a finished
+    operation, whose rows change only through a retry, which moves the version on.
+    ``prefixes``: per split operation, (last row of its Done chunks counted, row records up
+    to it).
+    """
 
-# Row counts of finished operations, by (operation id, version): (rows, numbered without
-# gaps); their rows change only through a retry, which moves the version on.
-_finished_counts: Kept[tuple[UUID, int], tuple[int, bool]] = Kept(_COUNTS_KEPT)
-# Per split operation: (last row of its Done chunks counted, row records up to it).
-_prefix_counts: Kept[UUID, tuple[int, int]] = Kept(_COUNTS_KEPT)
+    def __init__(self, size: int = _COUNTS_KEPT) -> None:
+        self.finished: Kept[tuple[UUID, int], tuple[int, bool]] = Kept(size)
+        self.prefixes: Kept[UUID, tuple[int, int]] = Kept(size)
 
 
 def in_states(states: Collection[RowState]) -> builtins.list[ColumnElement[bool]]:
@@ -159,25 +161,25 @@ def count_and_rows(
     return read
 
 
-def read_page(conn: Connection, query: RowQuery) -> Page[RowRecord]:
+def read_page(conn: Connection, query: RowQuery, counts: PageCounts) -> Page[RowRecord]:
     """A page of row records matching the query, by row number.
 
     Filtered pages read the (operation, state, row number) index in order; a step
     filter that no Completed row can match reads it too. An unfiltered page of a
     finished operation whose rows are numbered without gaps is the range of row
-    numbers it covers (no OFFSET), its count kept per version; pages that every
+    numbers it covers (no OFFSET), its count kept in ``counts`` per version; pages that every
     Completed row belongs to skip the few rows that do not (``_all_but_few``).
     """
     check_paging(query.page, query.page_size)
     steps = _completed_steps(conn, query)
     others_only = steps is not None and query.step_name not in steps
-    dense = None if query.filtered else _finished_count(conn, query)
-    complement = None if others_only else _all_but_few(conn, query, steps)
+    dense = None if query.filtered else _finished_count(conn, query, counts)
+    complement = None if others_only else _all_but_few(conn, query, steps, counts)
     if complement is not None:
         total, items = complement
     elif dense is not None:
         total, items = dense[0], page_select(query, gapless=dense[1])
-    elif not query.filtered and (split := _split_count(conn, query)) is not None:
+    elif not query.filtered and (split := _split_count(conn, query, counts)) is not None:
         total, items = split.total, split.page(query)
     else:
         conditions = row_conditions(query, others_only=others_only)
@@ -214,7 +216,7 @@ def _completed_steps(conn: Connection, query: RowQuery) -> frozenset[str] | None
 
 
 def _all_but_few(
-    conn: Connection, query: RowQuery, steps: frozenset[str] | None
+    conn: Connection, query: RowQuery, steps: frozenset[str] | None, counts: PageCounts
 ) -> tuple[int, Select[Any]] | None:
     """(count, page statement) of a page that every Completed row belongs to, of a
     completed operation whose rows are numbered without gaps and hold few others;
@@ -236,7 +238,7 @@ def _all_but_few(
         return None
     if step is None and query.state is None:
         return None  # unfiltered: the plain range
-    dense = _finished_count(conn, query)
+    dense = _finished_count(conn, query, counts)
     if dense is None or not dense[1]:
         return None
     select_others = others_select(query.operation_id, steps=query.state is None)
@@ -273,7 +275,7 @@ class _SplitCount:
         return rows_after(query, self.upto, skip=offset - self.upto)
 
 
-def _split_count(conn: Connection, query: RowQuery) -> _SplitCount | None:
+def _split_count(conn: Connection, query: RowQuery, counts: PageCounts) -> _SplitCount | None:
     """The row records of an operation split in chunks, or None when it is not.
 
     Rows of the Done chunks at the start of the operation never change in number (a
@@ -298,18 +300,20 @@ def _split_count(conn: Connection, query: RowQuery) -> _SplitCount | None:
             break
         prefix = first + size - 1
     r = row_records.c
-    upto, below = _prefix_counts.get(query.operation_id) or (0, 0)
+    upto, below = counts.prefixes.get(query.operation_id) or (0, 0)
     if prefix > upto:
         counted = select(func.count()).where(
             r.operation_id == query.operation_id, r.row_number.between(upto + 1, prefix)
         )
         upto, below = prefix, below + int(conn.execute(counted).scalar_one())
-        _prefix_counts.put(query.operation_id, (upto, below))
+        counts.prefixes.put(query.operation_id, (upto, below))
     after = select(func.count()).where(r.operation_id == query.operation_id, r.row_number > upto)
     return _SplitCount(below + int(conn.execute(after).scalar_one()), upto, below)
 
 
-def _finished_count(conn: Connection, query: RowQuery) -> tuple[int, bool] | None:
+def _finished_count(
+    conn: Connection, query: RowQuery, counts: PageCounts
+) -> tuple[int, bool] | None:
     """(rows, numbered without gaps) of a completed operation, else None."""
     o = operations.c
     found = conn.execute(select(o.status, o.version).where(o.id == query.operation_id)).first()
@@ -318,13 +322,13 @@ def _finished_count(conn: Connection, query: RowQuery) -> tuple[int, bool] | Non
     if found is None or OperationStatus(found[0]) not in _SETTLED:
         return None
     key = (query.operation_id, int(found[1]))
-    kept = _finished_counts.get(key)
+    kept = counts.finished.get(key)
     if kept is None:
         # A split operation's rows are counted from its Done chunks (kept while it ran,
         # when its pages were read); the highest row number is one step of the index.
         r = row_records.c
         mine = r.operation_id == query.operation_id
-        split = _split_count(conn, query)
+        split = _split_count(conn, query, counts)
         if split is None:
             total, highest = conn.execute(
                 select(func.count(), func.max(r.row_number)).where(mine)
@@ -333,5 +337,5 @@ def _finished_count(conn: Connection, query: RowQuery) -> tuple[int, bool] | Non
             total = split.total
             highest = conn.execute(select(func.max(r.row_number)).where(mine)).scalar_one()
         kept = (int(total), int(total) == int(highest or 0))
-        _finished_counts.put(key, kept)
+        counts.finished.put(key, kept)
     return kept

@@ -1,11 +1,14 @@
-"""PostgreSQL's hot paths at driver level: batch writes, batch reads and signal waits."""
+"""PostgreSQL's ``Dialect``: the hot paths at driver level (batch writes with COPY, batch
+reads, signal waits), row locks, and transaction locks by key."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from sqlalchemy import Engine, Insert, Select, Table, event, select, text
+from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -14,6 +17,7 @@ from bulkops.storage.records import (
     REPORT_FIELDS,
     EventRecord,
     Fence,
+    OperationRecord,
     ProgressDelta,
     ReportValues,
     RowRecord,
@@ -26,24 +30,34 @@ from bulkops.storage.sql.bulk import (
     POSTGRES_MERGE,
     POSTGRES_RANGE_INSERT,
     POSTGRES_RANGE_UPSERT,
+    POSTGRES_STAGING,
+    POSTGRES_UPSERT,
     SplitRows,
     copy_rows,
     postgres_upsert,
-    range_params,
 )
 from bulkops.storage.sql.codec import (
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
+    event_values,
+    operation_from_row,
+    postgres_rows,
+    postgres_runs,
     postgres_timestamp,
     report_decoder,
     row_decoder,
     wait_end_values,
 )
-from bulkops.storage.sql.database import STAGED, Database
-from bulkops.storage.sql.events import insert_events
-from bulkops.storage.sql.schema import NOT_COMPLETED
+from bulkops.storage.sql.dialect import S, Transactions
+from bulkops.storage.sql.schema import NOT_COMPLETED, operations
+from bulkops.storage.sql.schema import events as events_table
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
+STAGED = "bulkops_staging"  # connection info key: the COPY staging table exists
+# Key of the advisory lock that orders appends to the event feed (the bytes of "bkevents").
+APPEND_LOCK_KEY = int.from_bytes(b"bkevents", "big", signed=True)
+_APPEND_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+_KEY_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:key))")
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
 _REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
 _ADD_COUNTERS = (
@@ -61,48 +75,34 @@ _HELD_CHUNK = (
 )
 
 
-async def save(
-    db: Database,
-    operation_id: UUID,
-    rows: SplitRows,
-    delta: ProgressDelta,
-    events: Sequence[EventRecord],
-    fence: Fence | None,
-) -> OperationStatus | None:
-    """``RowStore.save`` in one transaction (events are written when given)."""
-    # Encode before taking the write lock so the lock is held for the SQL alone.
-    others = rows.others
-    ranges = range_params("postgresql", operation_id, rows.runs)
-    copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
-    add_counters = _ADD_COUNTERS
-    counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
-    if fence is not None and fence.chunk is None:
-        add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
-        counters += (fence.worker_id,)
-    try:
-        async with db.write() as conn:
-            # The operation row is locked first by every writer, so writers never deadlock;
-            # the fence keeps a worker that lost the operation (or its chunk) out.
-            status = (await conn.exec_driver_sql(add_counters, counters)).scalar_one_or_none()
-            if status is None:
-                return None
-            if fence is not None and fence.chunk is not None:
-                held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
-                if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
-                    raise _NotHeld  # rolls the counters back
-            if ranges:
-                await _insert_runs(conn, ranges)
-            if not copied or not await _copy_in(conn, copied):
-                if others:
-                    upsert, params = postgres_upsert(operation_id, others)
-                    await conn.exec_driver_sql(upsert, params)
-            if rows.new_steps:
-                steps = [(operation_id, name) for name in rows.new_steps]
-                await conn.exec_driver_sql(_ADD_STEP, steps)
-            await insert_events(conn, events)
-    except _NotHeld:
-        return None
-    return OperationStatus(status)
+def configure_postgres(engine: Engine) -> None:
+    """Give every new PostgreSQL connection the staging table that large row batches are
+    copied into (``bulk.POSTGRES_COPY``). A role without the TEMP privilege gets none, and
+    its batches are written without COPY."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(POSTGRES_STAGING)
+        except Exception:  # insufficient privilege, say: no COPY then
+            dbapi_connection.rollback()
+        else:
+            dbapi_connection.commit()
+            record.info[STAGED] = True
+        finally:
+            cursor.close()
+
+
+async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
+    if not events:
+        return
+    # Identity values are handed out at INSERT but become visible at COMMIT, so concurrent
+    # appenders could commit out of order and a reader polling with ``after`` would skip
+    # the late, lower sequence for good. Serialising appends (until commit) makes sequence
+    # order commit order.
+    await conn.execute(_APPEND_LOCK, {"key": APPEND_LOCK_KEY})
+    await conn.execute(events_table.insert(), [event_values(e) for e in events])
 
 
 async def _insert_runs(conn: AsyncConnection, ranges: list[Any]) -> None:
@@ -140,35 +140,6 @@ class _NotHeld(Exception):
     """The fence's chunk is held by someone else: nothing is written."""
 
 
-async def read_batch(
-    db: Database,
-    operation_id: UUID,
-    after: int,
-    limit: int,
-    states: Collection[RowState] | None,
-) -> list[RowRecord]:
-    """The next ``limit`` row records above row ``after`` (in ``states`` when given)."""
-    sql, params = _batch_query(_ROW_COLUMNS, operation_id, after, limit, states)
-    async with db.read() as conn:
-        found = (await conn.exec_driver_sql(sql, params)).all()
-    decode = row_decoder(operation_id)
-    return [decode(values) for values in found]
-
-
-async def read_report_batch(
-    db: Database,
-    operation_id: UUID,
-    after: int,
-    limit: int,
-    states: Collection[RowState] | None,
-) -> list[ReportValues]:
-    """The report values of ``read_batch``'s rows."""
-    sql, params = _batch_query(_REPORT_COLUMNS, operation_id, after, limit, states)
-    async with db.read() as conn:
-        found = (await conn.exec_driver_sql(sql, params)).all()
-    return list(map(report_decoder(), found))
-
-
 def _batch_query(
     columns: str, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
 ) -> tuple[str, tuple[object, ...]]:
@@ -195,14 +166,6 @@ def _first_waiting(operation_id: UUID, key_prefix: str) -> tuple[str, tuple[obje
     return sql, (operation_id, _WAITING, escaped + "%", key_prefix)
 
 
-async def find_waiting(db: Database, operation_id: UUID, key_prefix: str) -> RowRecord | None:
-    """``RowStore.find_waiting``: the first row waiting under the key prefix."""
-    sql, params = _first_waiting(operation_id, key_prefix)
-    async with db.read() as conn:
-        found = (await conn.exec_driver_sql(sql, params)).first()
-    return None if found is None else row_decoder(operation_id)(found)
-
-
 def _wait_condition(
     operation_id: UUID, row_number: int, signal_key: str | None
 ) -> tuple[str, tuple[object, ...]]:
@@ -227,35 +190,161 @@ async def _end_wait(conn: AsyncConnection, row: RowRecord, outcome: WaitOutcome)
     return resolved
 
 
-async def resolve_wait(
-    db: Database,
-    operation_id: UUID,
-    row_number: int,
-    signal_key: str | None,
-    outcome: WaitOutcome,
-) -> RowRecord | None:
-    """``RowStore.resolve_wait``: the row is locked between the read and the update."""
-    condition, params = _wait_condition(operation_id, row_number, signal_key)
-    select = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition} FOR UPDATE"
-    async with db.write() as conn:
-        found = (await conn.exec_driver_sql(select, params)).first()
-        if found is None:
-            return None
-        return await _end_wait(conn, row_decoder(operation_id)(found), outcome)
+class PostgresDialect:
+    """The ``Dialect`` of PostgreSQL: rows are locked where SQLite locks the database."""
 
+    name = "postgresql"
 
-async def resolve_first_waiting(
-    db: Database,
-    operation_id: UUID,
-    key_prefix: str,
-    outcome: Callable[[RowRecord], WaitOutcome],
-) -> RowRecord | None:
-    """``RowStore.resolve_first_waiting``: the first waiting row that no concurrent signal
-    holds is locked, then ended, in one transaction."""
-    sql, params = _first_waiting(operation_id, key_prefix)
-    async with db.write() as conn:
-        found = (await conn.exec_driver_sql(sql + " FOR UPDATE SKIP LOCKED", params)).first()
-        if found is None:
+    def __init__(self, db: Transactions) -> None:
+        self._db = db
+
+    def for_update(self, stmt: S) -> S:
+        """``stmt`` with ``FOR UPDATE``."""
+        return stmt.with_for_update()
+
+    async def lock(self, conn: AsyncConnection, stmt: Select[Any]) -> None:
+        """Run ``stmt`` with ``FOR UPDATE``."""
+        await conn.execute(stmt.with_for_update())
+
+    def skip_locked(self, stmt: S, *, of: Table | None = None) -> S:
+        """``stmt`` with ``FOR UPDATE [OF table] SKIP LOCKED``."""
+        return stmt.with_for_update(of=of, skip_locked=True)
+
+    async def serialise(self, conn: AsyncConnection, key: str) -> None:
+        """A transaction-scoped advisory lock on the hash of ``key``."""
+        await conn.execute(_KEY_LOCK, {"key": key})
+
+    def insert_new(self, table: Table, values: Mapping[str, Any], key: Sequence[str]) -> Insert:
+        """``INSERT ... ON CONFLICT (key) DO NOTHING``."""
+        return postgres_insert(table).values(**values).on_conflict_do_nothing(index_elements=key)
+
+    async def insert_events(self, conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
+        """Insert events under the append lock (held until commit)."""
+        await _insert_events(conn, events)
+
+    async def upsert_rows(
+        self, conn: AsyncConnection, operation_id: UUID, rows: Sequence[RowRecord]
+    ) -> None:
+        """One executemany of the row upsert."""
+        await conn.exec_driver_sql(POSTGRES_UPSERT, postgres_rows(operation_id, rows))
+
+    async def save(
+        self,
+        operation_id: UUID,
+        rows: SplitRows,
+        delta: ProgressDelta,
+        events: Sequence[EventRecord],
+        fence: Fence | None,
+    ) -> OperationStatus | None:
+        """``RowStore.save`` in one transaction (events are written when given)."""
+        # Encode before taking the write lock so the lock is held for the SQL alone.
+        others = rows.others
+        ranges = postgres_runs(operation_id, rows.runs)
+        copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
+        add_counters = _ADD_COUNTERS
+        counters: tuple[object, ...] = (
+            delta.processed,
+            delta.successful,
+            delta.failed,
+            operation_id,
+        )
+        if fence is not None and fence.chunk is None:
+            add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
+            counters += (fence.worker_id,)
+        try:
+            async with self._db.write() as conn:
+                # The operation row is locked first by every writer, so writers never deadlock;
+                # the fence keeps a worker that lost the operation (or its chunk) out.
+                status = (await conn.exec_driver_sql(add_counters, counters)).scalar_one_or_none()
+                if status is None:
+                    return None
+                if fence is not None and fence.chunk is not None:
+                    held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
+                    if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
+                        raise _NotHeld  # rolls the counters back
+                if ranges:
+                    await _insert_runs(conn, ranges)
+                if not copied or not await _copy_in(conn, copied):
+                    if others:
+                        upsert, params = postgres_upsert(operation_id, others)
+                        await conn.exec_driver_sql(upsert, params)
+                if rows.new_steps:
+                    steps = [(operation_id, name) for name in rows.new_steps]
+                    await conn.exec_driver_sql(_ADD_STEP, steps)
+                await _insert_events(conn, events)
+        except _NotHeld:
             return None
-        row = row_decoder(operation_id)(found)
-        return await _end_wait(conn, row, outcome(row))
+        return OperationStatus(status)
+
+    async def read_batch(
+        self,
+        operation_id: UUID,
+        after: int,
+        limit: int,
+        states: Collection[RowState] | None,
+    ) -> list[RowRecord]:
+        """The next ``limit`` row records above row ``after`` (in ``states`` when given)."""
+        sql, params = _batch_query(_ROW_COLUMNS, operation_id, after, limit, states)
+        async with self._db.read() as conn:
+            found = (await conn.exec_driver_sql(sql, params)).all()
+        decode = row_decoder(operation_id)
+        return [decode(values) for values in found]
+
+    async def read_report_batch(
+        self,
+        operation_id: UUID,
+        after: int,
+        limit: int,
+        states: Collection[RowState] | None,
+    ) -> list[ReportValues]:
+        """The report values of ``read_batch``'s rows."""
+        sql, params = _batch_query(_REPORT_COLUMNS, operation_id, after, limit, states)
+        async with self._db.read() as conn:
+            found = (await conn.exec_driver_sql(sql, params)).all()
+        return list(map(report_decoder(), found))
+
+    async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+        """``RowStore.find_waiting``: the first row waiting under the key prefix."""
+        sql, params = _first_waiting(operation_id, key_prefix)
+        async with self._db.read() as conn:
+            found = (await conn.exec_driver_sql(sql, params)).first()
+        return None if found is None else row_decoder(operation_id)(found)
+
+    async def resolve_wait(
+        self,
+        operation_id: UUID,
+        row_number: int,
+        signal_key: str | None,
+        outcome: WaitOutcome,
+    ) -> RowRecord | None:
+        """``RowStore.resolve_wait``: the row is locked between the read and the update."""
+        condition, params = _wait_condition(operation_id, row_number, signal_key)
+        lookup = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition} FOR UPDATE"
+        async with self._db.write() as conn:
+            found = (await conn.exec_driver_sql(lookup, params)).first()
+            if found is None:
+                return None
+            return await _end_wait(conn, row_decoder(operation_id)(found), outcome)
+
+    async def resolve_first_waiting(
+        self,
+        operation_id: UUID,
+        key_prefix: str,
+        outcome: Callable[[RowRecord], WaitOutcome],
+    ) -> RowRecord | None:
+        """``RowStore.resolve_first_waiting``: the first waiting row that no concurrent signal
+        holds is locked, then ended, in one transaction."""
+        sql, params = _first_waiting(operation_id, key_prefix)
+        async with self._db.write() as conn:
+            found = (await conn.exec_driver_sql(sql + " FOR UPDATE SKIP LOCKED", params)).first()
+            if found is None:
+                return None
+            row = row_decoder(operation_id)(found)
+            return await _end_wait(conn, row, outcome(row))
+
+    async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
+        """The operation record through the column types."""
+        async with self._db.read() as conn:
+            found = await conn.execute(select(operations).where(operations.c.id == operation_id))
+            row = found.mappings().one_or_none()
+        return None if row is None else operation_from_row(row)

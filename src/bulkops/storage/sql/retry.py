@@ -19,11 +19,9 @@ from bulkops.storage.records import (
     RowRecord,
 )
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.bulk import POSTGRES_UPSERT, SQLITE_UPSERT, encode_rows
+from bulkops.storage.sql.codec import operation_from_row, row_from_mapping
 from bulkops.storage.sql.deliveries import insert_deliveries
-from bulkops.storage.sql.events import insert_events
-from bulkops.storage.sql.operations import operation_from_row
-from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states, row_from_mapping
+from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
 from bulkops.storage.sql.schema import operations, retry_history, row_fixes, row_records
 from bulkops.storage.states import OperationStatus, RowState
 
@@ -88,11 +86,8 @@ class RetryMethods(SqlBase):
         """Snapshot and reset the qualifying rows and move the operation to Retrying, in
         one transaction; see ``RetryStore.begin_retry``."""
         o = operations.c
-        upsert = SQLITE_UPSERT if self._db.is_sqlite else POSTGRES_UPSERT
-        dialect = "sqlite" if self._db.is_sqlite else "postgresql"
-        lookup = select(operations).where(o.id == request.operation_id)
-        if not self._db.is_sqlite:
-            lookup = lookup.with_for_update()
+        dialect = self._db.dialect
+        lookup = dialect.for_update(select(operations).where(o.id == request.operation_id))
         reset = 0
         change = None
         async with self._db.write() as conn:
@@ -109,9 +104,7 @@ class RetryMethods(SqlBase):
                 history = [_snapshot_values(lifecycle.retry_snapshot(row)) for row in rows]
                 await conn.execute(retry_history.insert(), history)
                 fresh = [lifecycle.reset_for_retry(row) for row in rows]
-                await conn.exec_driver_sql(
-                    upsert, encode_rows(dialect, request.operation_id, fresh)
-                )
+                await dialect.upsert_rows(conn, request.operation_id, fresh)
                 reset += len(rows)
             if reset:
                 change = lifecycle.begin_retry(record, now)
@@ -120,7 +113,7 @@ class RetryMethods(SqlBase):
                 )
                 await insert_deliveries(conn, change.deliveries)
                 if self._events_here:
-                    await insert_events(conn, change.events)
+                    await dialect.insert_events(conn, change.events)
         if change is None:
             return RetryStart(record, 0)
         if not self._events_here:

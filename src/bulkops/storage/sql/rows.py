@@ -1,4 +1,4 @@
-"""RowStore on SQL: the hot paths go to the dialect's module, the rest is SQLAlchemy Core."""
+"""RowStore on SQL: the hot paths go to the database's dialect, the rest is SQLAlchemy Core."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from bulkops.storage.records import (
     RowRecord,
     WaitOutcome,
 )
-from bulkops.storage.sql import postgres, sqlite
 from bulkops.storage.sql.base import SqlBase
 from bulkops.storage.sql.bulk import SplitRows, completed_step_names, split_plain_runs
-from bulkops.storage.sql.pages import read_page, row_from_mapping
+from bulkops.storage.sql.codec import row_from_mapping
+from bulkops.storage.sql.pages import read_page
 from bulkops.storage.sql.schema import row_records
 from bulkops.storage.states import OperationStatus, RowState
 
@@ -50,12 +50,7 @@ class RowMethods(SqlBase):
         runs += completed
         names = self._listed_steps.new(operation_id, completed_step_names(runs, others))
         split = SplitRows(runs, others, names)
-        if self._db.is_sqlite:
-            status = await self._db.write_sqlite(
-                sqlite.save(operation_id, split, delta, inside, fence)
-            )
-        else:
-            status = await postgres.save(self._db, operation_id, split, delta, inside, fence)
+        status = await self._db.dialect.save(operation_id, split, delta, inside, fence)
         if status is not None:
             self._listed_steps.add(operation_id, names)
             if not self._events_here:
@@ -72,7 +67,8 @@ class RowMethods(SqlBase):
 
     async def page(self, query: RowQuery) -> Page[RowRecord]:
         """A page of row records matching the query, by row number (see ``read_page``)."""
-        return await self._db.read_core(functools.partial(read_page, query=query))
+        read = functools.partial(read_page, query=query, counts=self._db.page_counts)
+        return await self._db.read_core(read)
 
     async def iterate(
         self,
@@ -88,14 +84,7 @@ class RowMethods(SqlBase):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         while True:
-            if self._db.is_sqlite:
-                records = await self._db.read_sqlite(
-                    sqlite.read_batch(operation_id, after, batch_size, states)
-                )
-            else:
-                records = await postgres.read_batch(
-                    self._db, operation_id, after, batch_size, states
-                )
+            records = await self._db.dialect.read_batch(operation_id, after, batch_size, states)
             for record in records:
                 yield record
             if len(records) < batch_size:
@@ -114,14 +103,9 @@ class RowMethods(SqlBase):
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         after = 0
         while True:
-            if self._db.is_sqlite:
-                batch = await self._db.read_sqlite(
-                    sqlite.read_report_batch(operation_id, after, batch_size, states)
-                )
-            else:
-                batch = await postgres.read_report_batch(
-                    self._db, operation_id, after, batch_size, states
-                )
+            batch = await self._db.dialect.read_report_batch(
+                operation_id, after, batch_size, states
+            )
             if batch:
                 yield batch
             if len(batch) < batch_size:
@@ -130,24 +114,16 @@ class RowMethods(SqlBase):
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The first waiting row (by waiting time, then row number) with that key prefix."""
-        if self._db.is_sqlite:
-            return await self._db.read_sqlite(sqlite.find_waiting(operation_id, key_prefix))
-        return await postgres.find_waiting(self._db, operation_id, key_prefix)
+        return await self._db.dialect.find_waiting(operation_id, key_prefix)
 
     async def resolve_wait(
         self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
     ) -> RowRecord | None:
         """End a wait when the row still waits with that key; None otherwise."""
-        if self._db.is_sqlite:
-            resolver = sqlite.resolve_wait(operation_id, row_number, signal_key, outcome)
-            return await self._db.write_sqlite(resolver)
-        return await postgres.resolve_wait(self._db, operation_id, row_number, signal_key, outcome)
+        return await self._db.dialect.resolve_wait(operation_id, row_number, signal_key, outcome)
 
     async def resolve_first_waiting(
         self, operation_id: UUID, key_prefix: str, outcome: Callable[[RowRecord], WaitOutcome]
     ) -> RowRecord | None:
         """End the wait of the first row waiting under the key prefix, in one transaction."""
-        if self._db.is_sqlite:
-            resolver = sqlite.resolve_first_waiting(operation_id, key_prefix, outcome)
-            return await self._db.write_sqlite(resolver)
-        return await postgres.resolve_first_waiting(self._db, operation_id, key_prefix, outcome)
+        return await self._db.dialect.resolve_first_waiting(operation_id, key_prefix, outcome)

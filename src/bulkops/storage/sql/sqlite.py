@@ -1,4 +1,5 @@
-"""SQLite's hot paths: whole transactions as functions for the writer and reader threads.
+"""SQLite's ``Dialect``: the hot paths as whole transactions for the writer and reader
+threads; Core statements unchanged (the writer holds the database, so no row locks).
 
 Each aiosqlite statement is a round trip that waits for a turn of the event loop; while
 rows are being processed those turns come late. Here a batch write or read is one hop to
@@ -8,9 +9,13 @@ a thread (see ``Database.write_sqlite``), and SQLite works outside the interpret
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 from uuid import UUID
+
+from sqlalchemy import Insert, Select, Table
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
@@ -27,26 +32,34 @@ from bulkops.storage.sql.bulk import (
     SQLITE_RANGE_UPSERT,
     SQLITE_UPSERT,
     SplitRows,
-    encode_rows,
-    range_params,
 )
 from bulkops.storage.sql.codec import (
+    EVENT_COLUMNS,
     OPERATION_COLUMNS,
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
     decode_operation,
+    event_values,
     report_decoder,
     row_decoder,
+    sqlite_events,
+    sqlite_rows,
+    sqlite_runs,
     sqlite_timestamp,
     wait_end_values,
 )
-from bulkops.storage.sql.events import SQLITE_INSERT, sqlite_event_params
+from bulkops.storage.sql.dialect import S, SqliteThreads
 from bulkops.storage.sql.schema import NOT_COMPLETED
+from bulkops.storage.sql.schema import events as events_table
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 Work = Callable[[sqlite3.Connection], Any]
 
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
+_INSERT_EVENT = (
+    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in EVENT_COLUMNS)})"
+)
 _REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
 _ADD_COUNTERS = (
     "UPDATE operations SET processed_rows = processed_rows + ?, "
@@ -70,8 +83,8 @@ def save(
 ) -> Callable[[sqlite3.Connection], OperationStatus | None]:
     """``RowStore.save`` as one transaction (events are written when given)."""
     key = str(operation_id)
-    ranges = range_params("sqlite", operation_id, rows.runs)
-    encoded = encode_rows("sqlite", operation_id, rows.others)
+    ranges = sqlite_runs(operation_id, rows.runs)
+    encoded = sqlite_rows(operation_id, rows.others)
     steps = [(key, name) for name in rows.new_steps]
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, key)
@@ -98,7 +111,7 @@ def save(
         if steps:
             connection.executemany(_ADD_STEP, steps)
         if events:
-            connection.executemany(SQLITE_INSERT, sqlite_event_params(events))
+            connection.executemany(_INSERT_EVENT, sqlite_events(events))
         status = connection.execute(_STATUS, (key,)).fetchone()
         return OperationStatus(status[0])
 
@@ -245,3 +258,89 @@ def get_operation(operation_id: UUID) -> Callable[[sqlite3.Connection], Operatio
         return None if found is None else decode_operation(found)
 
     return read
+
+
+class SqliteDialect:
+    """The ``Dialect`` of SQLite: a write transaction holds the whole database
+    (``BEGIN IMMEDIATE``), so statements need no row or key locks; the hot paths are one
+    hop each to the writer (group commit) or reader thread."""
+
+    name = "sqlite"
+
+    def __init__(self, threads: SqliteThreads) -> None:
+        self._threads = threads
+
+    def for_update(self, stmt: S) -> S:
+        """``stmt`` unchanged."""
+        return stmt
+
+    async def lock(self, conn: AsyncConnection, stmt: Select[Any]) -> None:
+        """Nothing to run."""
+
+    def skip_locked(self, stmt: S, *, of: Table | None = None) -> S:
+        """``stmt`` unchanged."""
+        return stmt
+
+    async def serialise(self, conn: AsyncConnection, key: str) -> None:
+        """Nothing to wait for."""
+
+    def insert_new(self, table: Table, values: Mapping[str, Any], key: Sequence[str]) -> Insert:
+        """``INSERT ... ON CONFLICT (key) DO NOTHING``."""
+        return sqlite_insert(table).values(**values).on_conflict_do_nothing(index_elements=key)
+
+    async def insert_events(self, conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
+        """Insert events (the writer holds the database until commit)."""
+        if events:
+            await conn.execute(events_table.insert(), [event_values(e) for e in events])
+
+    async def upsert_rows(
+        self, conn: AsyncConnection, operation_id: UUID, rows: Sequence[RowRecord]
+    ) -> None:
+        """One executemany of the row upsert."""
+        await conn.exec_driver_sql(SQLITE_UPSERT, sqlite_rows(operation_id, rows))
+
+    async def save(
+        self,
+        operation_id: UUID,
+        rows: SplitRows,
+        delta: ProgressDelta,
+        events: Sequence[EventRecord],
+        fence: Fence | None,
+    ) -> OperationStatus | None:
+        """``RowStore.save`` in one write of the writer thread."""
+        return await self._threads.write_sqlite(save(operation_id, rows, delta, events, fence))
+
+    async def read_batch(
+        self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+    ) -> list[RowRecord]:
+        """A keyset batch of row records in one hop."""
+        return await self._threads.read_sqlite(read_batch(operation_id, after, limit, states))
+
+    async def read_report_batch(
+        self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+    ) -> list[ReportValues]:
+        """A keyset batch of report values in one hop."""
+        batch = read_report_batch(operation_id, after, limit, states)
+        return await self._threads.read_sqlite(batch)
+
+    async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
+        """The first row waiting under the key prefix, in one hop."""
+        return await self._threads.read_sqlite(find_waiting(operation_id, key_prefix))
+
+    async def resolve_wait(
+        self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
+    ) -> RowRecord | None:
+        """One write of the writer thread (read and update inside its ``BEGIN IMMEDIATE``)."""
+        resolver = resolve_wait(operation_id, row_number, signal_key, outcome)
+        return await self._threads.write_sqlite(resolver)
+
+    async def resolve_first_waiting(
+        self, operation_id: UUID, key_prefix: str, outcome: Callable[[RowRecord], WaitOutcome]
+    ) -> RowRecord | None:
+        """One write of the writer thread."""
+        resolver = resolve_first_waiting(operation_id, key_prefix, outcome)
+        return await self._threads.write_sqlite(resolver)
+
+    async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
+        """One hop of the reader thread."""
+        return await self._threads.read_sqlite(get_operation(operation_id))
