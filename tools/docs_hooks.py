@@ -11,9 +11,10 @@ A page asks for a table with an HTML comment on a line of its own:
 - ``<!-- bulkops:enum NAME -->``: the members of a status enum and the comment that says
   what each means.
 
-A setting without a description (neither ``Field(description=...)`` nor an entry in
-``SETTING_NOTES``) and an unknown marker are warnings, which fail the strict build: the
-reference cannot fall behind the code.
+A setting whose field has no ``Field(description=...)`` and an unknown marker are logged as
+errors, which fail the strict build (as errors, not warnings: ``--quiet`` hides warnings
+from the strict count). A setting's meaning is written once, on its field (which also gives
+its CLI flag its help), so the reference cannot fall behind the code.
 """
 
 from __future__ import annotations
@@ -34,42 +35,6 @@ log = logging.getLogger("mkdocs.hooks.bulkops")
 
 _MARKER = re.compile(r"^<!-- bulkops:(?P<name>[a-z-]+)(?: (?P<arg>\w+))? -->$", re.MULTILINE)
 
-# Meanings of the settings whose Field carries no description; a Field description wins.
-SETTING_NOTES: dict[str, str] = {
-    "database_url": "`sqlite:///relative/path`, `sqlite:////absolute/path`, `postgresql://...`, "
-    "or `memory://` (one process, nothing kept).",
-    "files_url": "Where uploads are kept: `file:///dir`, `file://./relative`, `memory://`, "
-    "`s3://bucket/prefix`.",
-    "s3_endpoint": "S3-compatible endpoint (credentials from the usual AWS variables); unset: AWS.",
-    "s3_region": "Region of the S3 store; unset: the AWS default.",
-    "host": "Listen address.",
-    "port": "Listen port.",
-    "role": "`combined` (HTTP and processing) or `api` (HTTP only), for `serve`.",
-    "service_name": "Stamped into each operation's `source`.",
-    "worker_count": "How much one process runs at once: `BULKOPS_WORKER_COUNT` x "
-    "`BULKOPS_MAX_ROW_CONCURRENCY` row slots, shared fairly by every operation in progress "
-    "(not a limit on how many are in progress).",
-    "max_row_concurrency": "Rows in flight at once per operation.",
-    "max_retry_attempts": "Retry rounds per operation; 0 = unlimited.",
-    "stuck_operation_timeout": "An operation Running longer than this is failed; unset: never.",
-    "enable_orphaned_step_recovery": "At start, fail the waiting rows (and the operation) of a "
-    "worker whose heartbeat stopped more than `BULKOPS_ORPHAN_AGE` ago.",
-    "orphan_age": "Age of a waiting row's worker heartbeat counted as orphaned.",
-    "signal_poll_interval": "How often a worker reads signals recorded by other processes.",
-    "shutdown_timeout": "How long a stopping process drains before unfinished operations go "
-    "back to Pending.",
-    "max_upload_bytes": "Upload limit; 0 = unlimited.",
-    "cors_origins": "Allowed browser origins, comma-separated (`*` is refused).",
-    "event_store": "`sql` (the operations database, shared) or `memory` (per process).",
-    "openapi_enabled": "Serve `/openapi/v1.json` and `/docs`.",
-    "migrate_on_start": "Apply migrations when `serve` and `worker` start.",
-    # Settings of the tenants work, in case their fields land without a description.
-    "auth_jwt_tenant_claim": "The JWT claim that names the caller's tenant.",
-    "tenant_resolver": "Custom tenant of a caller, `module:callable(principal, request)`.",
-    "tenant_max_active": "Most operations of one tenant Pending, Running or Retrying at once; "
-    "a create beyond it is answered 429; unset: no limit.",
-}
-
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     """Replace every ``<!-- bulkops:... -->`` marker of a page with its generated table."""
@@ -80,7 +45,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         name, arg = match["name"], match["arg"]
         renderer = _RENDERERS.get(name)
         if renderer is None:
-            log.warning("%s: unknown marker bulkops:%s", page.file.src_path, name)
+            log.error("%s: unknown marker bulkops:%s", page.file.src_path, name)
             return ""
         return renderer(arg)
 
@@ -130,15 +95,14 @@ def _settings_table(model: Any, flag_of: Callable[[str], str]) -> str:
         "|---|---|---|---|---|",
     ]
     for name, info in model.model_fields.items():
-        description = info.description or SETTING_NOTES.get(name)
-        if not description:
-            log.warning(
-                "setting %s.%s has no description: give its Field one (or a note in "
-                "tools/docs_hooks.py)",
+        description = info.description or ""
+        if not description.strip():
+            log.error(
+                "setting %s.%s has no description: give its Field one "
+                '(Field(..., description="..."))',
                 model.__name__,
                 name,
             )
-            description = ""
         env = _env_name(model, name, info)
         lines.append(
             f"| `{env}` | `{flag_of(name)}` | {_type_name(info.annotation)} | "
@@ -298,7 +262,7 @@ def _enum(name: str | None) -> str:
 
     cls = getattr(states, name or "", None)
     if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
-        log.warning("bulkops:enum names no enumeration of bulkops.storage.states: %s", name)
+        log.error("bulkops:enum names no enumeration of bulkops.storage.states: %s", name)
         return ""
     comments = _member_comments(cls)
     lines = ["| Value | Meaning |", "|---|---|"]

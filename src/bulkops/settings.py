@@ -91,24 +91,78 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Modules or .py paths to load, comma-separated (default: the examples).",
     )
-    database_url: str = "sqlite:///bulkops-data/bulkops.db"
-    files_url: str = "file://./bulkops-data/files"
-    s3_endpoint: str | None = None
-    s3_region: str | None = None
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    role: Literal["combined", "api"] = "combined"
-    service_name: str = "default"
-    worker_count: int = Field(default=4, ge=1)
-    max_row_concurrency: int = Field(default=1, ge=1)
-    max_retry_attempts: int = Field(default=10, ge=0)
+    database_url: str = Field(
+        default="sqlite:///bulkops-data/bulkops.db",
+        description="sqlite:///relative/path, sqlite:////absolute/path, postgresql://... or "
+        "memory:// (one process, nothing kept).",
+    )
+    files_url: str = Field(
+        default="file://./bulkops-data/files",
+        description="Where uploads are kept: file:///dir, file://./relative, memory:// or "
+        "s3://bucket/prefix.",
+    )
+    s3_endpoint: str | None = Field(
+        default=None,
+        description="S3-compatible endpoint (credentials from the usual AWS_* variables); "
+        "unset: AWS.",
+    )
+    s3_region: str | None = Field(
+        default=None, description="Region of the S3 store; unset: the AWS default."
+    )
+    host: str = Field(default="127.0.0.1", description="Listen address of serve.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Listen port of serve.")
+    role: Literal["combined", "api"] = Field(
+        default="combined",
+        description="What serve runs: combined (HTTP and processing) or api (HTTP only).",
+    )
+    service_name: str = Field(
+        default="default", description="Stamped into each operation's source."
+    )
+    worker_count: int = Field(
+        default=4,
+        ge=1,
+        description="How much one process runs at once: BULKOPS_WORKER_COUNT x "
+        "BULKOPS_MAX_ROW_CONCURRENCY row slots, shared fairly by every operation in progress "
+        "(not a limit on how many are in progress); also sizes the PostgreSQL connection "
+        "pool (this + 4).",
+    )
+    max_row_concurrency: int = Field(
+        default=1,
+        ge=1,
+        description="Rows (or batches) of one operation, or of one chunk of it, in flight at "
+        "once in a process; times BULKOPS_WORKER_COUNT, the process's row slots.",
+    )
+    max_retry_attempts: int = Field(
+        default=10,
+        ge=0,
+        description="Retries of its failed rows allowed per operation (0: unlimited).",
+    )
     pending_poll_interval: float | None = Field(
         default=None, ge=0, description="Seconds; 0 turns the poller off; unset: role default."
     )
-    stuck_operation_timeout: float | None = Field(default=None, gt=0)
-    enable_orphaned_step_recovery: bool = False
-    orphan_age: float = Field(default=300, gt=0)
-    signal_poll_interval: float = Field(default=2, gt=0)
+    stuck_operation_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="An operation Running longer than this is failed; unset: never.",
+    )
+    enable_orphaned_step_recovery: bool = Field(
+        default=False,
+        description="At start, fail each Running operation (not split into chunks) whose "
+        "worker's heartbeat is older than BULKOPS_ORPHAN_AGE, and its rows waiting for a "
+        "signal longer than that, instead of resuming it.",
+    )
+    orphan_age: float = Field(
+        default=300,
+        gt=0,
+        description="How old a worker's heartbeat (and a row's wait for a signal) must be for "
+        "orphaned-step recovery to fail them.",
+    )
+    signal_poll_interval: float = Field(
+        default=2,
+        gt=0,
+        description="How often a worker looks for signals recorded by other processes for "
+        "its waiting rows.",
+    )
     step_retry_delay: float = Field(
         default=1.0,
         ge=0,
@@ -157,8 +211,15 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds a SQLite statement waits for another process's lock.",
     )
-    shutdown_timeout: float = Field(default=30, ge=0)
-    max_upload_bytes: int = Field(default=100 * 1024 * 1024, ge=0)
+    shutdown_timeout: float = Field(
+        default=30,
+        ge=0,
+        description="How long a stopping process lets its operations run before it stops "
+        "them; unfinished ones go back to Pending (their finished rows are kept).",
+    )
+    max_upload_bytes: int = Field(
+        default=100 * 1024 * 1024, ge=0, description="Upload limit in bytes (0: unlimited)."
+    )
     max_header_bytes: int = Field(
         default=64 * 1024,
         ge=1024,
@@ -186,7 +247,11 @@ class Settings(BaseSettings):
         gt=0,
         description="How long an Idempotency-Key of a create is remembered, in seconds.",
     )
-    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Allowed browser origins: comma-separated in the variable, one per flag "
+        "(repeat it); '*' is refused.",
+    )
     webhook_secret: str | None = Field(
         default=None,
         description="Signs webhook notifications: Bulkops-Signature: sha256=<HMAC of the body>.",
@@ -196,13 +261,20 @@ class Settings(BaseSettings):
         description="Allow webhook targets on private or loopback addresses (turn off in "
         "production).",
     )
-    event_store: Literal["sql", "memory"] = "sql"
+    event_store: Literal["sql", "memory"] = Field(
+        default="sql",
+        description="Where operation events are kept: sql (the operations database, shared) "
+        "or memory (per process).",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text",
         description="Log lines as text or as one JSON object each (with operationId).",
     )
-    openapi_enabled: bool = True
-    migrate_on_start: bool = True
+    openapi_enabled: bool = Field(default=True, description="Serve /openapi/v1.json and /docs.")
+    migrate_on_start: bool = Field(
+        default=True,
+        description="Apply database migrations when serve and worker start.",
+    )
     flush_rows: int = Field(
         default=1000,
         ge=1,
@@ -213,7 +285,7 @@ class Settings(BaseSettings):
         default=0.5,
         gt=0,
         description="How often a run checks its operation's stored status (a cancellation "
-        "from another process) and a row helper reports its rows.",
+        "from another process) and a row helper reports its rows. Writes never wait for it.",
     )
 
     # Access control (README, Security). No setting at all: no checks. Secrets stay out of
@@ -279,7 +351,7 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         description="Most Pending, Running or Retrying operations of one tenant (its "
-        "tenant, else its creator); unset: no limit.",
+        "tenant, else its creator); a create beyond it is answered 429; unset: no limit.",
     )
 
     @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")

@@ -153,6 +153,28 @@ def test_the_settings_reference_lists_every_setting() -> None:
         assert f"`--{name.replace('_', '-')}`" in table or name == "backends"
 
 
+def test_every_setting_carries_its_description_on_its_field() -> None:
+    # The reference and the CLI flags' help read it from there, and nowhere else.
+    for model in (bo.Settings, GatewaySettings):
+        missing = [n for n, info in model.model_fields.items() if not info.description]
+        assert not missing, f"give these fields of {model.__name__} a description: {missing}"
+
+
+def test_a_setting_without_a_description_fails_the_build(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Bare(bo.Settings):
+        undescribed: int = 1
+
+    hooks = _hooks()
+    with caplog.at_level("ERROR", logger="mkdocs.hooks.bulkops"):
+        hooks._settings_table(Bare, lambda name: name)
+    assert [r.getMessage() for r in caplog.records] == [
+        "setting Bare.undescribed has no description: give its Field one "
+        '(Field(..., description="..."))'
+    ]
+
+
 def test_the_command_reference_lists_every_command_and_option() -> None:
     hooks = _hooks()
     text = hooks.on_page_markdown("<!-- bulkops:cli -->", _Page(), None, None)

@@ -63,7 +63,7 @@ def _settings_parameters(exclude: tuple[str, ...] = ()) -> list[inspect.Paramete
         if name in exclude:
             continue
         flag = "--" + name.replace("_", "-")
-        help_text = info.description or f"Setting BULKOPS_{name.upper()}."
+        help_text = f"{info.description or ''} [BULKOPS_{name.upper()}]".strip()
         option = typer.Option(None, flag, help=help_text, show_default=False)
         parameters.append(
             inspect.Parameter(

@@ -92,13 +92,28 @@ class GatewaySettings(BaseSettings):
         default=3600, gt=0, description="Sliding expiry of the operation-to-backend cache."
     )
     # Shared with instances: the same variables, so one environment configures both.
-    host: str = Field(default="127.0.0.1", validation_alias=AliasChoices("BULKOPS_HOST"))
-    port: int = Field(default=8000, ge=0, le=65535, validation_alias=AliasChoices("BULKOPS_PORT"))
+    host: str = Field(
+        default="127.0.0.1",
+        validation_alias=AliasChoices("BULKOPS_HOST"),
+        description="Listen address of the gateway.",
+    )
+    port: int = Field(
+        default=8000,
+        ge=0,
+        le=65535,
+        validation_alias=AliasChoices("BULKOPS_PORT"),
+        description="Listen port of the gateway.",
+    )
     cors_origins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, validation_alias=AliasChoices("BULKOPS_CORS_ORIGINS")
+        default_factory=list,
+        validation_alias=AliasChoices("BULKOPS_CORS_ORIGINS"),
+        description="Allowed browser origins: comma-separated in the variable, one per flag "
+        "(repeat it); '*' is refused.",
     )
     openapi_enabled: bool = Field(
-        default=True, validation_alias=AliasChoices("BULKOPS_OPENAPI_ENABLED")
+        default=True,
+        validation_alias=AliasChoices("BULKOPS_OPENAPI_ENABLED"),
+        description="Serve /openapi/v1.json (the backends' descriptions, merged) and /docs.",
     )
     max_header_bytes: int = Field(
         default=64 * 1024,
