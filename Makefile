@@ -31,7 +31,7 @@ pytest: $(STAMP)
 # The documentation site, built offline into site/; --strict fails on a broken link, a
 # missing page or a Python name the reference cannot find.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: lint typecheck docs pytest
 
