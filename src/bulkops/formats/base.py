@@ -242,6 +242,24 @@ def renamed(names: Sequence[str], column_map: Mapping[str, str] | None) -> list[
     return [column_map.get(name, name) for name in names]
 
 
+def column_positions(
+    header: Sequence[str],
+    columns: Sequence[str],
+    required: Sequence[str],
+    column_map: Mapping[str, str] | None,
+) -> list[tuple[str, int]]:
+    """(model column, index into ``header``) of the model columns a header holds.
+
+    Raises:
+        FileFormatError: a required column is missing (naming every one missing).
+    """
+    found = match_columns(renamed(header, column_map), [*columns, *required])
+    missing = [name for name in dict.fromkeys(required) if name not in found]
+    if missing:
+        raise FileFormatError(f"Missing required column(s): {', '.join(missing)}")
+    return [(name, found[name]) for name in dict.fromkeys(columns) if name in found]
+
+
 class KeyMatcher:
     """Re-keys JSON objects from the file's keys to the model's column names.
 

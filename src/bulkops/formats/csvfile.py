@@ -19,11 +19,10 @@ from bulkops.formats.base import (
     RawRow,
     bounded_lines,
     clip,
+    column_positions,
     decoded_blocks,
-    match_columns,
     not_utf8_message,
     open_file,
-    renamed,
     scan_lines,
     too_large_message,
 )
@@ -164,19 +163,6 @@ def _read_header(reader: Iterator[list[str]]) -> list[str]:
     raise FileFormatError("File is empty: a CSV file needs a header row")
 
 
-def _column_pairs(
-    header: Sequence[str],
-    columns: Sequence[str],
-    required: Sequence[str],
-    column_map: Mapping[str, str] | None,
-) -> list[tuple[str, int]]:
-    found = match_columns(renamed(header, column_map), [*columns, *required])
-    missing = [name for name in dict.fromkeys(required) if name not in found]
-    if missing:
-        raise FileFormatError(f"Missing required column(s): {', '.join(missing)}")
-    return [(name, found[name]) for name in dict.fromkeys(columns) if name in found]
-
-
 def _values(record: list[str], pairs: list[tuple[str, int]], drop_empty: bool) -> dict[str, Any]:
     present = len(record)
     if drop_empty:
@@ -221,7 +207,7 @@ def read_csv(
         reader = csv.reader(lines, strict=True, delimiter=delimiter or lines.delimiter)
         header = _read_header(reader)
         lines.new_record()
-        pairs = _column_pairs(header, columns, required, column_map)
+        pairs = column_positions(header, columns, required, column_map)
         width = len(header)
         number = 0
         if start is not None and start[1] >= 0 and lines.seekable:

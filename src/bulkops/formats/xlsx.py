@@ -44,7 +44,7 @@ from openpyxl.utils.datetime import from_excel, from_ISO8601
 from openpyxl.xml.constants import SHARED_STRINGS, SHEET_MAIN_NS
 
 from bulkops.errors import FileFormatError
-from bulkops.formats.base import GZIP_MAGIC, RawRow, match_columns, renamed
+from bulkops.formats.base import GZIP_MAGIC, RawRow, column_positions
 
 __all__ = [
     "UnknownSheet",
@@ -571,20 +571,6 @@ def read_xlsx_header(path: Path, sheet: str | None = None) -> list[str]:
             rows.close()
 
 
-def _column_pairs(
-    header: Sequence[str],
-    columns: Sequence[str],
-    required: Sequence[str],
-    column_map: Mapping[str, str] | None,
-) -> list[tuple[str, int]]:
-    """(model column, column number) of the model columns found in the header."""
-    found = match_columns(renamed(header, column_map), [*columns, *required])
-    missing = [name for name in dict.fromkeys(required) if name not in found]
-    if missing:
-        raise FileFormatError(f"Missing required column(s): {', '.join(missing)}")
-    return [(name, found[name] + 1) for name in dict.fromkeys(columns) if name in found]
-
-
 def read_xlsx(
     path: Path,
     *,
@@ -601,7 +587,10 @@ def read_xlsx(
         rows = ws.rows()
         try:
             header = _header(rows)
-            pairs = _column_pairs(header, columns, required, column_map)
+            pairs = [
+                (name, index + 1)  # cell columns count from 1
+                for name, index in column_positions(header, columns, required, column_map)
+            ]
             named = [(name, column) for column, name in enumerate(header, 1) if name]
             number = 0
             if start is not None and start[1] >= 0:
