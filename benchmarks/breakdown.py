@@ -62,6 +62,8 @@ _KEY_FUNCTIONS = (
     ("/bulkops/definition/conversion.py", "convert"),
     ("/bulkops/engine/rows.py", "run"),
     ("/bulkops/engine/rows.py", "new_record"),
+    ("/bulkops/engine/loops.py", "run_plain"),
+    ("/bulkops/engine/loops.py", "run_batches"),
     ("/bulkops/engine/recorder.py", "flush"),
     ("/bulkops/engine/recorder.py", "_write"),
     ("/bulkops/storage/sql/bulk.py", "row_upsert"),

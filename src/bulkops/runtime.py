@@ -18,9 +18,9 @@ from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry, load_registry
 from bulkops.engine.fair_share import FairShare
+from bulkops.engine.helper.pool import RowHelpers
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
-from bulkops.engine.row_helpers import RowHelpers
 from bulkops.engine.scheduler import NullScheduler, Scheduler, SchedulerConfig, WorkScheduler
 from bulkops.engine.signals import SignalHub
 from bulkops.observability.metrics import Metrics

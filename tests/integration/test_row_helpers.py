@@ -22,9 +22,9 @@ import pytest
 from openpyxl import Workbook
 
 import bulkops as bo
-from bulkops.engine import row_helpers
-from bulkops.engine.helper_messages import Job, Progress
-from bulkops.engine.row_helpers import RowHelper, RowHelpers
+from bulkops.engine.helper import pool as helper_pool
+from bulkops.engine.helper.messages import Job, Progress
+from bulkops.engine.helper.pool import RowHelper, RowHelpers
 from bulkops.storage.records import ChunkRecord
 from tests.integration.conftest import create_ok, runtime_of, wait_status, wait_until
 
@@ -445,7 +445,7 @@ async def test_a_stopped_job_drops_the_jobs_of_its_operation_sent_behind_it(
 
 
 def _rows_in(taken: list[Progress]) -> int:
-    return sum(last - first + 1 for progress in taken for first, last, _ in progress.runs)
+    return sum(last - first + 1 for progress in taken for first, last, _ in progress.spans)
 
 
 async def _slow_room() -> None:
@@ -521,7 +521,7 @@ async def test_a_helper_whose_jobs_ended_is_free_before_their_ends_are_read(
 ) -> None:
     """A job whose Finished came but was not read yet (its run busy elsewhere) holds
     nothing up: the idle helper takes the next job at once, however long that lasts."""
-    monkeypatch.setattr(row_helpers, "PATIENCE", 0.05)
+    monkeypatch.setattr(helper_pool, "PATIENCE", 0.05)
     rows = tmp_path / "rows.csv"
     rows.write_text(rows_csv())
     done = await helper.submit(job_of(rows, 10, log=str(tmp_path / "log")))

@@ -30,8 +30,7 @@ SCHEDULING = (
     "bulkops.engine.run",
     "bulkops.engine.chunks",
     "bulkops.engine.recorder",
-    "bulkops.engine.row_helpers",
-    "bulkops.engine.helper_process",
+    "bulkops.engine.helper",
 )
 BELOW_SERVICE = (
     *FOUNDATION,

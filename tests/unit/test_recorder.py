@@ -1,5 +1,5 @@
 """The recorder writes as soon as its last write is done, and holds the producer back while
-a write is in flight: at twice ``flush_rows`` row records, or ``RUN_ROOM`` times
+a write is in flight: at twice ``flush_rows`` row records, or ``SPAN_ROOM`` times
 ``flush_rows`` plain completions, besides the batch being written; and at once while
 storage is unreachable."""
 
@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 
 from bulkops.engine.persistence import StorageRetry
-from bulkops.engine.recorder import RUN_ROOM, RowRecorder
+from bulkops.engine.recorder import SPAN_ROOM, RowRecorder
 from bulkops.errors import StorageUnavailable
 from bulkops.storage.records import (
-    CompletedRun,
+    CompletedSpan,
     EventRecord,
     Fence,
     OperationRecord,
@@ -35,7 +35,7 @@ class HeldStore:
         self.gate = asyncio.Event()
         self.entered = asyncio.Event()  # a write is waiting at the gate
         self.writes: list[tuple[int, int]] = []  # (records, plain rows) per write
-        self.runs: list[CompletedRun] = []  # every run written
+        self.spans: list[CompletedSpan] = []  # every span written
 
     async def save(
         self,
@@ -45,13 +45,13 @@ class HeldStore:
         events: Sequence[EventRecord] = (),
         *,
         fence: Fence | None = None,
-        completed: Sequence[CompletedRun] = (),
+        completed: Sequence[CompletedSpan] = (),
     ) -> OperationStatus:
         self.entered.set()
         await self.gate.wait()
-        plain = sum(run.last - run.first + 1 for run in completed)
+        plain = sum(span.last - span.first + 1 for span in completed)
         self.writes.append((len(rows), plain))
-        self.runs += completed
+        self.spans += completed
         return OperationStatus.RUNNING
 
 
@@ -122,24 +122,24 @@ async def _records_hold(rows: RowRecorder, store: HeldStore, operation: Operatio
     assert sum(records for records, _ in store.writes) == 4 * FLUSH - 1
 
 
-async def test_plain_completions_run_on_until_run_room_times_flush_rows() -> None:
+async def test_plain_completions_run_on_until_span_room_times_flush_rows() -> None:
     store = HeldStore()
     rows, _ = recorder(store)
     async with started(rows, store):
-        await _runs_hold(rows, store)
+        await _spans_hold(rows, store)
 
 
-async def _runs_hold(rows: RowRecorder, store: HeldStore) -> None:
-    rows.add_completed(1, AT)
+async def _spans_hold(rows: RowRecorder, store: HeldStore) -> None:
+    rows.add_span(1, 1, AT)
     for number in range(2, FLUSH + 1):
-        rows.add_completed(number, AT)
+        rows.add_span(number, number, AT)
     await asyncio.wait_for(store.entered.wait(), 5)  # a write of FLUSH rows is in flight
-    limit = RUN_ROOM * FLUSH
+    limit = SPAN_ROOM * FLUSH
     for number in range(FLUSH + 1, FLUSH + limit):
-        rows.add_completed(number, AT)
+        rows.add_span(number, number, AT)
     assert not rows.full  # far beyond twice flush_rows, no wait
 
-    rows.add_completed(FLUSH + limit, AT)
+    rows.add_span(FLUSH + limit, FLUSH + limit, AT)
 
     assert rows.full
     store.gate.set()
@@ -152,9 +152,9 @@ async def test_the_producer_refills_the_buffer_while_a_write_is_in_flight() -> N
     store = HeldStore()
     rows, _ = recorder(store)
     async with started(rows, store):
-        limit = RUN_ROOM * FLUSH
+        limit = SPAN_ROOM * FLUSH
         for number in range(1, limit + 1):
-            rows.add_completed(number, AT)
+            rows.add_span(number, number, AT)
         assert rows.full
 
         # The writer takes the whole buffer into one write, held at the gate: there is
@@ -162,9 +162,9 @@ async def test_the_producer_refills_the_buffer_while_a_write_is_in_flight() -> N
         await asyncio.wait_for(rows.wait_room(), 5)
         assert store.entered.is_set() and store.writes == []
         for number in range(limit + 1, 2 * limit):
-            rows.add_completed(number, AT)
+            rows.add_span(number, number, AT)
         assert not rows.full
-        rows.add_completed(2 * limit, AT)
+        rows.add_span(2 * limit, 2 * limit, AT)
         assert rows.full  # the buffer and the write in flight: no more than that
 
         store.gate.set()
@@ -172,23 +172,23 @@ async def test_the_producer_refills_the_buffer_while_a_write_is_in_flight() -> N
         assert store.writes == [(0, limit), (0, limit)]
 
 
-async def test_runs_of_completed_rows_count_every_row_and_join_when_contiguous() -> None:
+async def test_spans_of_completed_rows_count_every_row_and_join_when_contiguous() -> None:
     store = HeldStore()
     store.gate.set()
     rows, _ = recorder(store)
     later = datetime(2026, 1, 2, tzinfo=UTC)
-    last = 9 + RUN_ROOM * FLUSH
+    last = 9 + SPAN_ROOM * FLUSH
     async with started(rows, store):
-        rows.add_run(1, 3, AT)
-        rows.add_run(4, 4, AT)  # joins the run before
-        rows.add_run(5, 6, later)  # another time: a run of its own
-        rows.add_run(8, 8, later)  # a gap: a run of its own
+        rows.add_span(1, 3, AT)
+        rows.add_span(4, 4, AT)  # joins the span before
+        rows.add_span(5, 6, later)  # another time: a span of its own
+        rows.add_span(8, 8, later)  # a gap: a span of its own
         assert not rows.full
-        rows.add_run(9, last, later)  # joins the run before
+        rows.add_span(9, last, later)  # joins the span before
         assert rows.full  # counted as the rows it holds, not as one entry
         await rows.close()
 
-    assert [(run.first, run.last, run.completed_at) for run in store.runs] == [
+    assert [(span.first, span.last, span.completed_at) for span in store.spans] == [
         (1, 4, AT),
         (5, 6, later),
         (8, last, later),

@@ -8,7 +8,7 @@ from benchmarks import operations as bench
 
 from bulkops.definition import definition_of
 from bulkops.definition.operation import OperationDefinition
-from bulkops.engine.row_helpers import runs_in_helper
+from bulkops.engine.helper.pool import runs_in_helper
 from tests.integration import control_operations as controls
 from tests.integration import data_operations as dops
 from tests.integration import operations as ops

@@ -12,6 +12,7 @@ from bulkops.engine.invoke import direct_call, error_text
 from bulkops.engine.rows import RowBasics
 from bulkops.formats import RawRow
 from bulkops.storage.records import RowRecord
+from bulkops.storage.spans import stretches
 from bulkops.storage.states import ErrorType, RowState
 
 # A valid row waiting for its batch: the raw row, its stored record, the model and its id.
@@ -35,7 +36,7 @@ class BatchRunner(RowBasics):
         An exception fails every row of the batch with its text; a returned list gives each
         row's failure message (None for success) and must be as long as the batch. With
         ``completed``, fresh rows that complete with nothing else to record (``plain``) go
-        there as runs of consecutive row numbers (first, last) with the batch's completion
+        there as spans of consecutive row numbers (first, last) with the batch's completion
         time, instead of becoming records.
         """
         outcomes: list[str | None]
@@ -50,20 +51,17 @@ class BatchRunner(RowBasics):
         finally:
             row_frame.reset(token)
         done = completed if self.plain else None
-        at = self._clock.now()
+        at = self.clock.now()
         records = []
-        first = last = -2  # the run of completed rows not handed over yet (none)
+        numbers = []  # fresh rows completed with nothing else to record
         for (raw, existing, _, row_id), outcome in zip(batch, outcomes, strict=True):
             if done is not None and outcome is None and existing is None:
-                if raw.number != last + 1:
-                    if first >= 0:
-                        done(first, last, at)
-                    first = raw.number
-                last = raw.number
+                numbers.append(raw.number)
             else:
                 records.append(self._record(raw, existing, row_id, outcome))
-        if done is not None and first >= 0:
-            done(first, last, at)
+        if done is not None and numbers:
+            for first, last in stretches(numbers):
+                done(first, last, at)
         return records
 
     @staticmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from itertools import chain, dropwhile, islice
 from pathlib import Path
@@ -14,14 +14,15 @@ from uuid import UUID
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.context import EngineContext
-from bulkops.engine.helper_messages import Job, Progress
+from bulkops.engine.helper.messages import Job, Progress
+from bulkops.engine.helper.pool import HelperLost, RowHelper, runs_in_helper
+from bulkops.engine.instance import OperationFailed
 from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
-from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_fixes
-from bulkops.engine.row_helpers import HelperLost, RowHelper, runs_in_helper
-from bulkops.engine.run import Ending, OperationFailed, Run, StopReason
+from bulkops.engine.resume import FileRows, StoredRows, read_chunk, source_fixes
+from bulkops.engine.run import Ending, Run, StopReason
 from bulkops.errors import IllegalTransition
-from bulkops.formats import ChunkStart, RawRow
+from bulkops.formats import RawRow
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import OperationChange
 from bulkops.storage.records import ChunkRecord, OperationRecord
@@ -176,15 +177,13 @@ class ChunkRun(Run):
         )
 
     def _take(self, progress: Progress) -> None:
-        """Record what a helper reported of the rows."""
-        recorder = self._recorder
-        for first, last, at in progress.runs:
-            recorder.add_run(first, last, at)
+        """Record what a helper reported of the rows: its outcomes go to the run's sink."""
+        sink = self._sink
+        for first, last, at in progress.spans:
+            sink.completed(first, last, at)
         for record in progress.failed:
-            self._add(record)
-        self._context.metrics.rows_timed(
-            self.record.operation_name, progress.latencies, progress.seconds
-        )
+            sink.record(record)
+        sink.timed(progress.latencies, progress.seconds)
         self._reported = progress.upto
 
     async def _offload(self, helper: RowHelper, job: Job) -> int | None:
@@ -263,38 +262,6 @@ class ChunkRun(Run):
     async def _end_operation(self, failure: str | None) -> None:
         """Finish (or fail) the operation, while it is still Running."""
         await end_split(self._context, self.record.id, failure)
-
-
-def read_chunk(
-    path: Path,
-    definition: OperationDefinition,
-    chunk: ChunkRecord,
-    file_format: str,
-    column_map: Mapping[str, str] | None,
-    sheet: str | None = None,
-    fixes: Mapping[int, dict[str, Any]] | None = None,
-) -> Generator[RawRow, None, None]:
-    """The raw rows of ``chunk`` of an operation's stored file (read from the chunk's
-    offset when it is known, else from the start of the file; an XLSX file from
-    worksheet ``sheet``), those numbered in ``fixes`` read from that data instead. Close
-    it when done."""
-    start = ChunkStart(chunk.first_row, chunk.offset) if chunk.offset >= 0 else None
-    limit = chunk.row_count if start is not None else None
-    reader = operation_rows(
-        path,
-        definition,
-        file_format,
-        column_map,
-        start=start,
-        limit=limit,
-        sheet=sheet,
-        fixes=fixes,
-    )
-    first = chunk.first_row
-    try:
-        yield from islice(dropwhile(lambda raw: raw.number < first, reader), chunk.row_count)
-    finally:
-        reader.close()
 
 
 async def end_split(context: EngineContext, operation_id: UUID, failure: str | None) -> None:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from bulkops.definition.registry import Registry
 from bulkops.engine.fair_share import FairShare
+from bulkops.engine.helper.pool import RowHelpers
 from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry
-from bulkops.engine.row_helpers import RowHelpers
 from bulkops.engine.signals import SignalHub
 from bulkops.observability.metrics import Metrics
 from bulkops.storage.liveness import NoLiveness

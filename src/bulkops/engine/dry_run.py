@@ -8,19 +8,14 @@ rows are the rows validated, successful ones those that passed, errors those tha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import datetime
-from time import perf_counter
 from typing import Any
 
-import pydantic
-
-from bulkops.definition.conversion import describe_errors
+from bulkops.definition.models import Row
 from bulkops.definition.operation import VALIDATION_STEP
-from bulkops.engine.rows import UNREADABLE, RowBasics
+from bulkops.engine.rows import RowBasics
 from bulkops.formats import RawRow
 from bulkops.storage.records import RowRecord
-from bulkops.storage.states import ErrorType, RowState
+from bulkops.storage.states import RowState
 
 DRY_RUN_STEP = VALIDATION_STEP  # where a row a dry run validated stops
 DRY_RUN_STEP_INDEX = -1
@@ -28,6 +23,8 @@ DRY_RUN_STEP_INDEX = -1
 
 class DryRunner(RowBasics):
     """Validates rows (row model and ``validate_row``) and records the outcome."""
+
+    process = None  # what a row runs after its validation: nothing
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,34 +54,7 @@ class DryRunner(RowBasics):
             return prepared
         return self.passed(raw, prepared[1], existing)
 
-    async def run_plain(
-        self,
-        raws: Sequence[RawRow],
-        start: int,
-        completed: Callable[[int, datetime], None],
-        took: Callable[[float], None],
-    ) -> tuple[int, RowRecord] | None:
-        """``RowRunner.run_plain`` without the processing: each row that passes goes to
-        ``completed``; stops at the first row that fails and returns its index and record."""
-        clock, now = perf_counter, self._clock.now
-        validate, direct = self.validate_model, self.direct
-        for index in range(start, len(raws)):
-            began = clock()
-            raw = raws[index]
-            failed: RowRecord | None = None
-            if not direct:
-                prepared = await self.prepare(raw)
-                if isinstance(prepared, RowRecord):
-                    failed = prepared
-            elif raw.error is not None or raw.values is None:
-                failed = self.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE)
-            else:
-                try:
-                    validate(raw.values)
-                except pydantic.ValidationError as exc:
-                    failed = self.invalid(raw, ErrorType.VALIDATION, describe_errors(exc))
-            took(clock() - began)
-            if failed is not None:
-                return index, failed
-            completed(raw.number, now())
-        return None
+    async def checked(self, raw: RawRow) -> Row | RowRecord:
+        """A fresh row validated (``validate_row`` included), or its failed record."""
+        prepared = await self.prepare(raw)
+        return prepared if isinstance(prepared, RowRecord) else prepared[0]

@@ -10,12 +10,13 @@ from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.chunks import ChunkRun
 from bulkops.engine.context import EngineContext, ProcessorConfig, Stores
+from bulkops.engine.helper.pool import runs_in_helper
+from bulkops.engine.instance import OperationFailed
 from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_fixes
 from bulkops.engine.retry import RetrySource
-from bulkops.engine.row_helpers import runs_in_helper
-from bulkops.engine.run import Ending, OperationFailed, Run, Runner, StopReason
+from bulkops.engine.run import Ending, Run, Runner, StopReason
 from bulkops.engine.spread import GRAIN, SPREAD_SECONDS, Cut, Probe, chunk_size, cut
 from bulkops.errors import IllegalTransition
 from bulkops.formats import FileFormat, RowCount, count_chunks
@@ -126,7 +127,7 @@ class OperationRun(Run):
         probe = Probe(rows, {start.first_row for start in counted.chunks})
         await self._run(probe.first(), runner)
         probe.ended()
-        if self.stop_reason is not None or self._over_budget() or not probe.next_row:
+        if self.stop_reason is not None or self._sink.halted or not probe.next_row:
             return
         left = counted.total - probe.next_row + 1
         if left * probe.seconds_per_row <= SPREAD_SECONDS:

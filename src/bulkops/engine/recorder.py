@@ -17,21 +17,22 @@ from bulkops.observability.metrics import Metrics
 from bulkops.storage.lifecycle import row_failed_event
 from bulkops.storage.ports import RowStore
 from bulkops.storage.records import (
-    CompletedRun,
+    CompletedSpan,
     EventRecord,
     Fence,
     OperationRecord,
     ProgressDelta,
     RowRecord,
 )
+from bulkops.storage.spans import Span, append_span
 from bulkops.storage.states import OperationStatus, RowState
 
-# Plain completions are runs of row numbers, a few bytes each: the writer may fall further
+# Plain completions are spans of row numbers, a few bytes each: the writer may fall further
 # behind on them before the producer waits, and then writes them in fewer, larger
 # transactions. Holding the producer at twice ``flush_rows`` made the 1M-row import wait
 # for a transaction every ~1,400 rows; at eight times it runs on (scenario 1: 113k to
 # 126-132k rows/s).
-RUN_ROOM = 8
+SPAN_ROOM = 8
 # A write in flight longer than this is slow: the producer then waits for it while
 # ``hold_after`` rows (MaxRowConcurrency) are not stored, so a crash during a slow write (a
 # loaded or locked database) loses about the rows in flight, not all that ran meanwhile.
@@ -48,8 +49,8 @@ class RowRecorder:
     of ``flush_rows``. Batches grow on their own when rows finish faster than writes take.
     Writes overlap the processing of the next rows: the buffer is emptied when a write
     begins, and refills meanwhile. The buffer holds up to twice ``flush_rows`` records
-    (twice ``hold_after`` when that is more; or ``RUN_ROOM`` times ``flush_rows`` rows, when
-    most are plain completions held as runs of row numbers); beyond, ``wait_room`` holds
+    (twice ``hold_after`` when that is more; or ``SPAN_ROOM`` times ``flush_rows`` rows, when
+    most are plain completions held as spans of row numbers); beyond, ``wait_room`` holds
     the producer (reading stops, memory stays bounded: the buffer and the batch in
     flight). A write slower than ``SLOW_WRITE`` holds it once ``hold_after`` rows are not
     stored, and a write that fails because storage is unreachable holds it at once: no row
@@ -88,9 +89,9 @@ class RowRecorder:
         self._on_status = on_status
         self._on_failure = on_failure
         self._buffer: list[RowRecord] = []
-        # Plain completed rows as runs [first, last, completed_at]: no record per row.
-        self._runs: list[list[Any]] = []
-        self._run_rows = 0
+        # Plain completed rows as spans [first, last, completed_at]: no record per row.
+        self._spans: list[Span] = []
+        self._span_rows = 0
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -118,54 +119,31 @@ class RowRecorder:
         """Buffer one row record."""
         buffer = self._buffer
         buffer.append(record)
-        size = len(buffer) + self._run_rows
+        size = len(buffer) + self._span_rows
         if size == 1:
             self._wake.set()  # the writer waits only on an empty buffer
         if (size >= self._flush_rows or self._slow) and not self._has_room():
             self._room.clear()
 
-    def add_completed(self, number: int, at: datetime) -> None:
-        """Buffer row ``number``, completed at its one step at ``at`` with nothing else to
-        record (stored exactly as its plain row record would be)."""
-        runs = self._runs
-        if runs:
-            last = runs[-1]
-            if last[1] + 1 == number and last[2] is at:
-                last[1] = number
-            else:
-                runs.append([number, number, at])
-        else:
-            runs.append([number, number, at])
-        self._run_rows += 1
-        size = len(self._buffer) + self._run_rows
-        if size == 1:
-            self._wake.set()  # the writer waits only on an empty buffer
-        if (size >= self._flush_rows or self._slow) and not self._has_room():
-            self._room.clear()
-
-    def add_run(self, first: int, last: int, at: datetime) -> None:
-        """Buffer rows ``first`` to ``last``, each completed at ``at`` as
-        ``add_completed`` would record it."""
-        runs = self._runs
-        if runs and runs[-1][1] + 1 == first and runs[-1][2] is at:
-            runs[-1][1] = last
-        else:
-            runs.append([first, last, at])
-        self._run_rows += last - first + 1
+    def add_span(self, first: int, last: int, at: datetime) -> None:
+        """Buffer rows ``first`` to ``last``, each completed at its one step at ``at`` with
+        nothing else to record (stored exactly as its plain row record would be)."""
+        append_span(self._spans, first, last, at)
+        self._span_rows += last - first + 1
         self._wake.set()
-        size = len(self._buffer) + self._run_rows
+        size = len(self._buffer) + self._span_rows
         if (size >= self._flush_rows or self._slow) and not self._has_room():
             self._room.clear()
 
     def _has_room(self) -> bool:
-        """Below the records' room and ``RUN_ROOM`` times ``flush_rows`` rows,
+        """Below the records' room and ``SPAN_ROOM`` times ``flush_rows`` rows,
         storage answering, and below ``hold_after`` rows unstored during a slow write."""
         buffered = len(self._buffer)
-        rows = buffered + self._run_rows
+        rows = buffered + self._span_rows
         return (
             not self._stalled
             and buffered < self._records_room
-            and rows < RUN_ROOM * self._flush_rows
+            and rows < SPAN_ROOM * self._flush_rows
             and not (self._slow and rows + self._in_write >= self._hold_after)
         )
 
@@ -212,7 +190,7 @@ class RowRecorder:
 
     async def _write_loop(self) -> None:
         while True:
-            if not (self._buffer or self._runs):
+            if not (self._buffer or self._spans):
                 if self._closing:
                     return
                 self._wake.clear()
@@ -220,15 +198,15 @@ class RowRecorder:
                 continue
             batch = self._buffer[: self._records_room]
             del self._buffer[: len(batch)]
-            runs, counted = self._runs, self._run_rows
-            self._runs, self._run_rows = [], 0
+            spans, counted = self._spans, self._span_rows
+            self._spans, self._span_rows = [], 0
             if self._has_room():
                 self._room.set()  # the producer refills the buffer during the write
             timer, self._in_write = None, len(batch) + counted
             if self._hold_after:
                 timer = asyncio.get_running_loop().call_later(SLOW_WRITE, self._overdue)
             try:
-                await self._write(batch, runs, counted)
+                await self._write(batch, spans, counted)
             finally:
                 if timer is not None:
                     timer.cancel()
@@ -252,11 +230,11 @@ class RowRecorder:
                 self._room.set()
         return status
 
-    async def _write(self, batch: list[RowRecord], runs: list[list[Any]], counted: int) -> None:
+    async def _write(self, batch: list[RowRecord], spans: list[Span], counted: int) -> None:
         delta, failures = self._tally(batch)
         delta = ProgressDelta(delta.processed + counted, delta.successful + counted, delta.failed)
         name, index = self._step_name, self._step_index
-        completed = [CompletedRun(first, last, name, at, index) for first, last, at in runs]
+        completed = [CompletedSpan(first, last, name, at, index) for first, last, at in spans]
         started = time.perf_counter()
         # A cancellation of this task must not tear a write whose batch left the buffer.
         status = await asyncio.shield(

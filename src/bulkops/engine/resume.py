@@ -5,7 +5,7 @@ resumes from its stored progress)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
-from itertools import islice
+from itertools import dropwhile, islice
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -14,7 +14,7 @@ from bulkops.definition.operation import OperationDefinition
 from bulkops.formats import ChunkStart, FileFormat, RawRow, read_rows
 from bulkops.formats.base import KeyMatcher
 from bulkops.storage.ports import OperationStore, RowStore
-from bulkops.storage.records import OperationRecord, RowRecord
+from bulkops.storage.records import ChunkRecord, OperationRecord, RowRecord
 
 _BATCH = 5_000
 BATCH_SIZE = 128
@@ -55,6 +55,38 @@ def operation_rows(
     # An empty cell is a missing value, as the readers of CSV and XLSX files leave it.
     data = RowData(definition, drop_empty=fmt in CELL_FORMATS, column_map=column_map)
     return _overlaid(rows, fixes, data, keep_raw=definition.track_row_data)
+
+
+def read_chunk(
+    path: Path,
+    definition: OperationDefinition,
+    chunk: ChunkRecord,
+    file_format: str,
+    column_map: Mapping[str, str] | None,
+    sheet: str | None = None,
+    fixes: Mapping[int, dict[str, Any]] | None = None,
+) -> Generator[RawRow, None, None]:
+    """The raw rows of ``chunk`` of an operation's stored file (read from the chunk's
+    offset when it is known, else from the start of the file; an XLSX file from
+    worksheet ``sheet``), those numbered in ``fixes`` read from that data instead. Close
+    it when done."""
+    start = ChunkStart(chunk.first_row, chunk.offset) if chunk.offset >= 0 else None
+    limit = chunk.row_count if start is not None else None
+    reader = operation_rows(
+        path,
+        definition,
+        file_format,
+        column_map,
+        start=start,
+        limit=limit,
+        sheet=sheet,
+        fixes=fixes,
+    )
+    first = chunk.first_row
+    try:
+        yield from islice(dropwhile(lambda raw: raw.number < first, reader), chunk.row_count)
+    finally:
+        reader.close()
 
 
 CELL_FORMATS = (FileFormat.CSV, FileFormat.XLSX)  # files of cells, where empty means missing

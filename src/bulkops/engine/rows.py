@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import datetime
-from time import perf_counter
+from collections.abc import Callable
 from typing import Any, cast
 from uuid import UUID
 
@@ -54,14 +52,14 @@ class RowBasics:
         self.scope = RowScope(operation_id, definition.name, created_by)
         self.validate_model = _validator(definition.row_model)  # the row model, uncalled
         self._keep_data = definition.track_row_data
-        self._clock = CoarseClock()
+        self.clock = CoarseClock()  # completion times
         self._validate = direct_call(instance.validate_row)
 
     @property
     def plain(self) -> bool:
         """Whether a fresh row that completes leaves nothing to record but its number
         and time (no row data kept, no business key): it goes to the recorder as a number
-        in a run of completions, not as a record."""
+        in a span of completions, not as a record."""
         return not (self.definition.track_row_data or self.definition.overrides_row_id)
 
     def new_record(self, raw: RawRow, state: RowState, row_id: str | None = None) -> RowRecord:
@@ -74,7 +72,7 @@ class RowBasics:
             step_index=0,
             step_name=PROCESS_STEP,
             row_data=raw.raw if self._keep_data else None,
-            completed_at=self._clock.now(),
+            completed_at=self.clock.now(),
         )
 
     def pending_steps(self) -> list[StepState]:
@@ -181,7 +179,7 @@ class RowRunner(RowBasics):
         self.process = direct_call(getattr(self.instance, "process_row"))  # noqa: B009
         controls = self.definition.controls
         # Nothing to await before a row but its process_row: no validate_row, no wait for
-        # a rate limit.
+        # a rate limit (``loops.run_plain`` then runs it without another coroutine).
         self.direct = not self.definition.overrides_validate_row and (
             controls.rate_limit is None or self.pacer is None
         )
@@ -208,61 +206,9 @@ class RowRunner(RowBasics):
             record.retry_attempt = existing.retry_attempt
         return record
 
-    async def run_plain(
-        self,
-        raws: Sequence[RawRow],
-        start: int,
-        completed: Callable[[int, datetime], None],
-        took: Callable[[float], None],
-    ) -> tuple[int, RowRecord] | None:
-        """Run rows never run before (only when ``plain``), ``raws[start:]`` in order: each
-        completed row goes to ``completed`` with its time, each row's seconds to ``took``.
-        Stops at the first row that fails and returns its index and record (None when
-        every row completed), so the caller can count it against the failure budget.
-
-        A completed row leaves no record, and a row with nothing to await but its
-        ``process_row`` (no ``validate_row``, no rate limit) runs without any other
-        coroutine: this is the hot path of a plain import.
-        """
-        clock, process, metadata, now = perf_counter, self.process, self.metadata, self._clock.now
-        validate, direct = self.validate_model, self.direct
-        # current_row(): a tuple marked per row (before anything of the row runs, so no
-        # code of a row sees the row before it); the context is built only when asked.
-        scope, mark = self.scope, row_frame.set
-        token = mark(None)
-        try:
-            for index in range(start, len(raws)):
-                began = clock()
-                raw = raws[index]
-                mark((scope, raw.number, None, PROCESS_STEP, 0, 1, 0))
-                if not direct:
-                    checked = await self._prepared(raw)
-                elif raw.error is not None or raw.values is None:
-                    checked = self.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE)
-                else:
-                    try:
-                        checked = validate(raw.values)
-                    except pydantic.ValidationError as exc:
-                        checked = self.invalid(raw, ErrorType.VALIDATION, describe_errors(exc))
-                if not isinstance(checked, RowRecord):
-                    try:
-                        await process(checked, metadata)
-                    except Exception as exc:
-                        checked = self.new_record(raw, RowState.FAILED)
-                        checked.error_type = ErrorType.PROCESSING
-                        checked.error_message = error_text(exc)
-                    else:
-                        completed(raw.number, now())
-                        took(clock() - began)
-                        continue
-                took(clock() - began)
-                return index, checked
-            return None
-        finally:
-            row_frame.reset(token)
-
-    async def _prepared(self, raw: RawRow) -> Row | RowRecord:
-        """``prepare`` (``validate_row`` included), then the wait for the rate limit."""
+    async def checked(self, raw: RawRow) -> Row | RowRecord:
+        """A fresh row made ready to process: ``prepare`` (``validate_row`` included), then
+        the wait for the rate limit; or its failed record."""
         prepared = await self.prepare(raw)
         if isinstance(prepared, RowRecord):
             return prepared

@@ -10,39 +10,40 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
-from bulkops.definition.conversion import convert
 from bulkops.definition.models import Metadata
 from bulkops.definition.operation import OperationBase, OperationDefinition
-from bulkops.engine.batches import BatchRunner, Pending
+from bulkops.engine.batches import BatchRunner
 from bulkops.engine.context import EngineContext
 from bulkops.engine.dry_run import DRY_RUN_STEP, DRY_RUN_STEP_INDEX, DryRunner
 from bulkops.engine.fair_share import Claimant, SharedSlots, Turn, TurnSlots, tenant_of
-from bulkops.engine.invoke import error_text, invoke
+from bulkops.engine.instance import OperationFailed, instantiate
+from bulkops.engine.invoke import error_text
 from bulkops.engine.lease import Held, Lease
+from bulkops.engine.loops import PlainRunner, run_batches, run_plain
 from bulkops.engine.pacing import Pacer, Slots
 from bulkops.engine.pipeline import PipelineRunner
 from bulkops.engine.recorder import RowRecorder
 from bulkops.engine.resume import RowBatch
 from bulkops.engine.rows import RowRunner
+from bulkops.engine.sink import RecordingSink
 from bulkops.engine.window import FailureBudget, Window
-from bulkops.errors import FileFormatError, StorageError, ValidationError
+from bulkops.errors import FileFormatError, StorageError
 from bulkops.formats import RawRow
 from bulkops.observability.logs import operation_scope
 from bulkops.observability.tracing import span
 from bulkops.storage.lanes import enter_processing_lane
 from bulkops.storage.lifecycle import HELD_STATUSES
-from bulkops.storage.records import Fence, OperationRecord, RowRecord
-from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.records import Fence, OperationRecord
+from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
 
 Runner = RowRunner | PipelineRunner | BatchRunner | DryRunner
-PlainRunner = RowRunner | DryRunner  # runners with ``run_plain``
 # Rows run this long between two yields to the event loop: each yield puts the run behind
 # every HTTP request that is ready, so yielding after every batch let busy readers starve
 # processing; a few milliseconds keeps requests quick and the rows going.
@@ -60,10 +61,6 @@ class StopReason(enum.Enum):
     STORAGE = "storage"  # storage stayed unreachable: left to be resumed
 
 
-class OperationFailed(Exception):
-    """The operation as a whole cannot be processed (internal to the engine)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Ending:
     """How a run ended: why it stopped early (None: it read every row) and the failure of
@@ -71,27 +68,6 @@ class Ending:
 
     stop_reason: StopReason | None
     failure: str | None
-
-
-async def instantiate(
-    definition: OperationDefinition, raw_metadata: dict[str, Any]
-) -> tuple[Metadata, OperationBase[Any, Any]]:
-    """The operation's metadata and a new instance of it that validated them.
-
-    Raises:
-        OperationFailed: the metadata are invalid.
-    """
-    try:
-        metadata = convert(definition.metadata_model, raw_metadata)
-    except ValidationError as exc:
-        raise OperationFailed(f"Invalid metadata: {exc}") from None
-    instance = definition.instantiate()
-    if definition.overrides_validate_metadata:
-        try:
-            await invoke(instance.validate_metadata, metadata)
-        except Exception as exc:
-            raise OperationFailed(f"Metadata validation failed: {error_text(exc)}") from None
-    return metadata, instance
 
 
 class Run:
@@ -110,7 +86,6 @@ class Run:
         self._slots = Slots(limit) if limit > 1 else None
         self._claimant: Claimant | None = None  # its place in the process's row slots
         self._turn: Turn | None = None  # its slot while it runs rows one at a time
-        self._budget: FailureBudget | None = None
         self._recorder = RowRecorder(
             record,
             self._stores.rows,
@@ -123,6 +98,8 @@ class Run:
             metrics=context.metrics,
             completed_step=(DRY_RUN_STEP, DRY_RUN_STEP_INDEX) if record.dry_run else None,
         )
+        # Where its rows' outcomes go, whatever runs them: here, or in a row helper.
+        self._sink = RecordingSink(self._recorder, context.metrics, record.operation_name)
 
     def stop(self, reason: StopReason) -> None:
         """Interrupt processing; rows already finished are still recorded."""
@@ -138,8 +115,9 @@ class Run:
             self.stop(StopReason.LOST)
 
     def _seen(self, record: OperationRecord) -> None:
-        if self._budget is not None:
-            self._budget.observe(record.error_count, self._recorder.failed_written)
+        budget = self._sink.budget
+        if budget is not None:
+            budget.observe(record.error_count, self._recorder.failed_written)
 
     async def execute(self) -> None:
         """Process to the end and record the outcome."""
@@ -171,8 +149,9 @@ class Run:
         failure: str | None = None
         try:
             await self._work
-            if self._budget is not None and self._budget.exceeded is not None:
-                failure = self._budget.exceeded
+            budget = self._sink.budget
+            if budget is not None and budget.exceeded is not None:
+                failure = budget.exceeded
         except asyncio.CancelledError:
             if self.stop_reason is None:  # our own caller was cancelled
                 self.stop_reason = StopReason.SHUTDOWN
@@ -251,7 +230,7 @@ class Run:
         if controls.limits_failures:
             # Only operations with a budget pay for counting their failed rows.
             failed = await self._retry.call(self._stores.operations.failed_rows, self.record.id)
-        self._budget = FailureBudget(controls, total, failed)
+        self._sink.budget = FailureBudget(controls, total, failed)
         waiting = self._slots or (TurnSlots(self._turn) if self._turn is not None else None)
         pacer = Pacer(self._context.gate, waiting)
         basics = (definition, instance, metadata, self.record.id)
@@ -273,15 +252,6 @@ class Run:
             metrics=self._context.metrics,
         )
 
-    def _add(self, record: RowRecord) -> None:
-        """Hand a finished row to the recorder and count it against the failure budget."""
-        self._recorder.add(record)
-        if record.state is RowState.FAILED and self._budget is not None:
-            self._budget.note_failure()
-
-    def _over_budget(self) -> bool:
-        return self._budget is not None and self._budget.exceeded is not None
-
     async def _run(self, rows: RowBatches, runner: Runner) -> None:
         if isinstance(runner, BatchRunner):
             await self._run_batches(rows, runner)
@@ -291,7 +261,7 @@ class Run:
             await self._run_window(rows, runner)
 
     async def _run_sequential(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
-        recorder, turn = self._recorder, self._turn
+        sink, recorder, turn = self._sink, self._recorder, self._turn
         fresh = runner if isinstance(runner, RowRunner | DryRunner) and runner.plain else None
         took, clock = self._context.metrics.row_timer(self.record.operation_name), perf_counter
         resume_by = clock() + SLICE_SECONDS
@@ -301,19 +271,19 @@ class Run:
                 if fresh is not None and existing is None:
                     plain.append(raw)
                     continue
-                if fresh is not None and plain and await self._run_plain(fresh, plain, took):
+                if fresh is not None and plain and await self._run_plain(fresh, plain):
                     return
                 plain = []
                 if turn is not None:
                     await turn.hold()
                 started = clock()
-                self._add(await runner.run(raw, existing))
+                sink.record(await runner.run(raw, existing))
                 took(elapsed := clock() - started)
                 if turn is not None and turn.ran(1, elapsed):
                     await turn.pass_on()
-                if self._over_budget():
+                if sink.halted:
                     return  # no further row starts
-            if fresh is not None and plain and await self._run_plain(fresh, plain, took):
+            if fresh is not None and plain and await self._run_plain(fresh, plain):
                 return
             if recorder.full:
                 if turn is not None:
@@ -323,90 +293,54 @@ class Run:
                 await asyncio.sleep(0)
                 resume_by = clock() + SLICE_SECONDS
 
-    async def _run_plain(
-        self, fresh: PlainRunner, raws: list[RawRow], took: Callable[[float], None]
-    ) -> bool:
-        """Run fresh rows of a plain operation in turns of the process's row slots (as
-        many rows a turn as fit in ``fair_share.QUANTUM`` at their pace: the whole batch
-        when they are fast); True when the failure budget is spent."""
-        turn = self._turn
+    async def _run_plain(self, fresh: PlainRunner, raws: list[RawRow]) -> bool:
+        """Run fresh rows of a plain operation (``loops.run_plain``) in turns of the
+        process's row slots (as many rows a turn as fit in ``fair_share.QUANTUM`` at their
+        pace: the whole batch when they are fast); True when the failure budget is spent."""
+        turn, sink = self._turn, self._sink
         if turn is None:
-            return await self._run_plain_rows(fresh, raws, took)
+            return await run_plain(fresh, raws, sink)
         start, clock = 0, perf_counter
         while start < len(raws):
             await turn.hold()
             end = min(len(raws), start + turn.rows_per_turn)
             part = raws if start == 0 and end == len(raws) else raws[start:end]
             began = clock()
-            if await self._run_plain_rows(fresh, part, took):
+            if await run_plain(fresh, part, sink):
                 return True
             if turn.ran(end - start, clock() - began):
                 await turn.pass_on()
             start = end
         return False
 
-    async def _run_plain_rows(
-        self, fresh: PlainRunner, raws: list[RawRow], took: Callable[[float], None]
-    ) -> bool:
-        """Run fresh rows of a plain operation, each completed one a number in a run, no
-        record; True when the failure budget is spent (no further row starts)."""
-        start = 0
-        while stopped := await fresh.run_plain(raws, start, self._recorder.add_completed, took):
-            index, failed = stopped
-            self._add(failed)
-            if self._over_budget():
-                return True
-            start = index + 1
-        return False
-
     async def _run_window(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
         window = Window(
             self._config.max_row_concurrency,
             self._slots,
-            self._add,
+            self._sink.record,
             self._recorder,
             timer=self._context.metrics.row_timer(self.record.operation_name),
         )
         try:
             async for batch in rows:
                 for raw, existing in batch:
-                    if self._over_budget():
+                    if self._sink.halted:
                         break
                     await window.launch(runner.run(raw, existing))
-                if self._over_budget():
+                if self._sink.halted:
                     break
             await window.finish()
         finally:
             await window.cancel()
 
     async def _run_batches(self, rows: RowBatches, runner: BatchRunner) -> None:
-        size = runner.definition.controls.batch_size or 1
         slots = self._slots
         if slots is None and self._claimant is not None and self._context.share is not None:
             slots = SharedSlots(1, self._context.share, self._claimant)
-        window = Window(self._config.max_row_concurrency, slots, self._add, self._recorder)
-        pending: list[Pending] = []
-        # Without validate_row nothing is awaited before a row joins its batch.
-        convert = None if runner.definition.overrides_validate_row else runner.convert
-        completed = self._recorder.add_run
+        sink = self._sink
+        window = Window(self._config.max_row_concurrency, slots, sink.record, self._recorder)
         try:
-            async for batch in rows:
-                for raw, existing in batch:
-                    if self._over_budget():
-                        break
-                    if convert is not None:
-                        prepared = convert(raw, existing)
-                    else:
-                        prepared = await runner.prepare(raw, existing)
-                    if isinstance(prepared, RowRecord):
-                        self._add(prepared)
-                        continue
-                    pending.append((raw, existing, *prepared))
-                    if len(pending) >= size:
-                        await window.launch(runner.run_batch(pending, completed))
-                        pending = []
-            if pending and not self._over_budget():
-                await window.launch(runner.run_batch(pending, completed))
+            await run_batches(runner, rows, sink, window.launch)
             await window.finish()
         finally:
             await window.cancel()

@@ -23,7 +23,7 @@ from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange, RowCounts
 from bulkops.storage.records import (
     ActiveLimit,
     ChunkRecord,
-    CompletedRun,
+    CompletedSpan,
     DeliveryRecord,
     EventRecord,
     Fence,
@@ -294,9 +294,9 @@ class MemoryStore:
         events: Sequence[EventRecord] = (),
         *,
         fence: Fence | None = None,
-        completed: Sequence[CompletedRun] = (),
+        completed: Sequence[CompletedSpan] = (),
     ) -> OperationStatus | None:
-        """Upsert row records and completed runs, add ``delta`` to the counters and record
+        """Upsert row records and completed spans, add ``delta`` to the counters and record
         ``events``.
 
         Returns the operation's status, or None (nothing written) when it is unknown or
@@ -313,12 +313,12 @@ class MemoryStore:
                 operation_id,
                 number,
                 RowState.COMPLETED,
-                step_index=run.step_index,
-                step_name=run.step_name,
-                completed_at=run.completed_at,
+                step_index=span.step_index,
+                step_name=span.step_name,
+                completed_at=span.completed_at,
             )
-            for run in completed
-            for number in range(run.first, run.last + 1)
+            for span in completed
+            for number in range(span.first, span.last + 1)
         )
         for row in (*plain, *rows):
             if row.row_number not in stored:

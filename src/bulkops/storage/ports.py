@@ -19,7 +19,7 @@ from bulkops.storage.lifecycle import OperationChange, RowCounts
 from bulkops.storage.records import (
     ActiveLimit,
     ChunkRecord,
-    CompletedRun,
+    CompletedSpan,
     DeliveryRecord,
     EventRecord,
     Fence,
@@ -216,7 +216,7 @@ class RowStore(Protocol):
         events: Sequence[EventRecord] = (),
         *,
         fence: Fence | None = None,
-        completed: Sequence[CompletedRun] = (),
+        completed: Sequence[CompletedSpan] = (),
     ) -> OperationStatus | None:
         """Upsert row records (by operation and row number) and the plain Completed rows of
         ``completed``, add ``delta`` to the operation's counters and record ``events``

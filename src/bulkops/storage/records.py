@@ -398,10 +398,11 @@ class ChunkRecord:
         return self.first_row + self.row_count - 1
 
 
-class CompletedRun(NamedTuple):
-    """Consecutive rows ``first`` to ``last`` that completed at their one step with nothing
-    else to record: stored exactly as plain Completed row records, without building them.
-    ``step_index`` is -1 for rows a dry run validated (step ``validation``)."""
+class CompletedSpan(NamedTuple):
+    """A span (see ``spans``) as it is stored: consecutive rows ``first`` to ``last`` that
+    completed at their one step with nothing else to record, stored exactly as plain
+    Completed row records, without building them. ``step_index`` is -1 for rows a dry run
+    validated (step ``validation``)."""
 
     first: int
     last: int

@@ -1,7 +1,7 @@
 """The row upsert of ``save()``: the hot path of a bulk operation, at driver level.
 
 Rows are encoded by ``codec`` straight into driver tuples and sent with one
-``executemany`` (or one ``unnest``) per batch; runs of plain successes are written as one
+``executemany`` (or one ``unnest``) per batch; spans of plain successes are written as one
 set-based statement each.
 """
 
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from bulkops.storage.records import RowRecord
-from bulkops.storage.sql.codec import ROW_COLUMNS, ROW_KEY, Run, postgres_rows
+from bulkops.storage.records import CompletedSpan, RowRecord
+from bulkops.storage.spans import Span, append_span
+from bulkops.storage.sql.codec import ROW_COLUMNS, ROW_KEY, postgres_rows
 from bulkops.storage.sql.kept import Kept
 from bulkops.storage.states import RowState
 
@@ -142,42 +143,42 @@ def _plain(row: RowRecord) -> bool:
     )
 
 
-def split_plain_runs(rows: Sequence[RowRecord]) -> tuple[list[Run], list[RowRecord]]:
-    """Runs ``(first, last, step_name, completed_at)`` of consecutive plain successes
-    sharing a step name and timestamp, and the other rows. Only batches whose row numbers
-    are unique are split (a repeated row must keep last-write-wins order)."""
+def split_plain_spans(rows: Sequence[RowRecord]) -> tuple[list[CompletedSpan], list[RowRecord]]:
+    """Spans of consecutive plain successes sharing a step name and timestamp, and the
+    other rows. Only batches whose row numbers are unique are split (a repeated row must
+    keep last-write-wins order)."""
     if len({row.row_number for row in rows}) != len(rows):
         return [], list(rows)
-    runs: list[Run] = []
+    by_step: dict[str | None, list[Span]] = {}
     others: list[RowRecord] = []
     for row in sorted(rows, key=lambda r: r.row_number):
         stamp = row.completed_at
         if stamp is None or not _plain(row):
             others.append(row)
             continue
-        if runs:
-            first, last, step, at, _ = runs[-1]
-            if last + 1 == row.row_number and step == row.step_name and at == stamp:
-                runs[-1] = Run(first, row.row_number, step, at)
-                continue
-        runs.append(Run(row.row_number, row.row_number, row.step_name, stamp))
-    return runs, others
+        append_span(by_step.setdefault(row.step_name, []), row.row_number, row.row_number, stamp)
+    spans = [
+        CompletedSpan(first, last, step, at)
+        for step, each in by_step.items()
+        for first, last, at in each
+    ]
+    return spans, others
 
 
 @dataclass(frozen=True, slots=True)
 class SplitRows:
-    """The rows of one save as the SQL writes them: runs of plain completions (one range
+    """The rows of one save as the SQL writes them: spans of plain completions (one range
     statement each), the other rows (upserted), and the step names of Completed rows that
     ``completed_steps`` may not list yet."""
 
-    runs: Sequence[Run]
+    spans: Sequence[CompletedSpan]
     others: Sequence[RowRecord]
     new_steps: Collection[str] = ()
 
 
-def completed_step_names(runs: Sequence[Run], others: Sequence[RowRecord]) -> set[str]:
-    """The step names of the Completed rows among ``runs`` and ``others`` ('' for none)."""
-    names = {run.step_name or "" for run in runs}
+def completed_step_names(spans: Sequence[CompletedSpan], others: Sequence[RowRecord]) -> set[str]:
+    """The step names of the Completed rows among ``spans`` and ``others`` ('' for none)."""
+    names = {span.step_name or "" for span in spans}
     names.update(row.step_name or "" for row in others if row.state is RowState.COMPLETED)
     return names
 

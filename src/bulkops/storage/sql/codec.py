@@ -19,7 +19,7 @@ from uuid import UUID
 from sqlalchemy import JSON, Boolean, RowMapping
 
 from bulkops.storage.records import (
-    CompletedRun,
+    CompletedSpan,
     EventRecord,
     OperationRecord,
     ReportValues,
@@ -53,7 +53,6 @@ _OPERATION_UUIDS = tuple(
 _OPERATION_BOOLEANS = tuple(c.name for c in operations.columns if isinstance(c.type, Boolean))
 
 Timestamp = Callable[[datetime | None], Any]
-Run = CompletedRun  # (first, last, step name, completed at, step index)
 
 
 def aware(value: datetime) -> datetime:
@@ -158,19 +157,20 @@ def postgres_rows(operation_id: UUID, rows: Sequence[RowRecord]) -> list[tuple[A
     return [encode(row) for row in rows]
 
 
-def sqlite_runs(operation_id: UUID, runs: Sequence[Run]) -> list[tuple[Any, ...]]:
-    """Parameters of ``bulk.SQLITE_RANGE_UPSERT`` for each run."""
+def sqlite_spans(operation_id: UUID, spans: Sequence[CompletedSpan]) -> list[tuple[Any, ...]]:
+    """Parameters of ``bulk.SQLITE_RANGE_UPSERT`` for each span."""
     key = str(operation_id)
     return [
         (first, last, key, index, step, sqlite_timestamp(at))
-        for first, last, step, at, index in runs
+        for first, last, step, at, index in spans
     ]
 
 
-def postgres_runs(operation_id: UUID, runs: Sequence[Run]) -> list[tuple[Any, ...]]:
-    """Parameters of ``bulk.POSTGRES_RANGE_INSERT`` (and its upsert) for each run."""
+def postgres_spans(operation_id: UUID, spans: Sequence[CompletedSpan]) -> list[tuple[Any, ...]]:
+    """Parameters of ``bulk.POSTGRES_RANGE_INSERT`` (and its upsert) for each span."""
     return [
-        (operation_id, index, step, aware(at), first, last) for first, last, step, at, index in runs
+        (operation_id, index, step, aware(at), first, last)
+        for first, last, step, at, index in spans
     ]
 
 

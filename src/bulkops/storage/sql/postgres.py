@@ -42,7 +42,7 @@ from bulkops.storage.sql.codec import (
     event_values,
     operation_from_row,
     postgres_rows,
-    postgres_runs,
+    postgres_spans,
     postgres_timestamp,
     report_decoder,
     row_decoder,
@@ -105,11 +105,11 @@ async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -
     await conn.execute(events_table.insert(), [event_values(e) for e in events])
 
 
-async def _insert_runs(conn: AsyncConnection, ranges: list[Any]) -> None:
-    """Insert runs of plain completions, which are new rows but for a resumed run's.
+async def _insert_spans(conn: AsyncConnection, ranges: list[Any]) -> None:
+    """Insert spans of plain completions, which are new rows but for a resumed run's.
 
     A plain INSERT is cheaper for PostgreSQL than one with ON CONFLICT, and almost always
-    right; should any row exist already, the savepoint is rolled back and the runs are
+    right; should any row exist already, the savepoint is rolled back and the spans are
     upserted.
     """
     try:
@@ -239,7 +239,7 @@ class PostgresDialect:
         """``RowStore.save`` in one transaction (events are written when given)."""
         # Encode before taking the write lock so the lock is held for the SQL alone.
         others = rows.others
-        ranges = postgres_runs(operation_id, rows.runs)
+        ranges = postgres_spans(operation_id, rows.spans)
         copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
         add_counters = _ADD_COUNTERS
         counters: tuple[object, ...] = (
@@ -263,7 +263,7 @@ class PostgresDialect:
                     if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
                         raise _NotHeld  # rolls the counters back
                 if ranges:
-                    await _insert_runs(conn, ranges)
+                    await _insert_spans(conn, ranges)
                 if not copied or not await _copy_in(conn, copied):
                     if others:
                         upsert, params = postgres_upsert(operation_id, others)

@@ -10,7 +10,7 @@ from uuid import UUID
 from sqlalchemy import select
 
 from bulkops.storage.records import (
-    CompletedRun,
+    CompletedSpan,
     EventRecord,
     Fence,
     Page,
@@ -21,7 +21,7 @@ from bulkops.storage.records import (
     WaitOutcome,
 )
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.bulk import SplitRows, completed_step_names, split_plain_runs
+from bulkops.storage.sql.bulk import SplitRows, completed_step_names, split_plain_spans
 from bulkops.storage.sql.codec import row_from_mapping
 from bulkops.storage.sql.pages import read_page
 from bulkops.storage.sql.schema import row_records
@@ -39,17 +39,17 @@ class RowMethods(SqlBase):
         events: Sequence[EventRecord] = (),
         *,
         fence: Fence | None = None,
-        completed: Sequence[CompletedRun] = (),
+        completed: Sequence[CompletedSpan] = (),
     ) -> OperationStatus | None:
-        """Upsert row records and completed runs, add ``delta`` and record ``events`` in
+        """Upsert row records and completed spans, add ``delta`` and record ``events`` in
         one transaction; see ``RowStore.save``."""
         if any(row.operation_id != operation_id for row in rows):
             raise ValueError(f"every saved row must belong to operation {operation_id}")
         inside = events if self._events_here else ()
-        runs, others = split_plain_runs(rows)
-        runs += completed
-        names = self._listed_steps.new(operation_id, completed_step_names(runs, others))
-        split = SplitRows(runs, others, names)
+        spans, others = split_plain_spans(rows)
+        spans += completed
+        names = self._listed_steps.new(operation_id, completed_step_names(spans, others))
+        split = SplitRows(spans, others, names)
         status = await self._db.dialect.save(operation_id, split, delta, inside, fence)
         if status is not None:
             self._listed_steps.add(operation_id, names)

@@ -44,7 +44,7 @@ from bulkops.storage.sql.codec import (
     row_decoder,
     sqlite_events,
     sqlite_rows,
-    sqlite_runs,
+    sqlite_spans,
     sqlite_timestamp,
     wait_end_values,
 )
@@ -83,7 +83,7 @@ def save(
 ) -> Callable[[sqlite3.Connection], OperationStatus | None]:
     """``RowStore.save`` as one transaction (events are written when given)."""
     key = str(operation_id)
-    ranges = sqlite_runs(operation_id, rows.runs)
+    ranges = sqlite_spans(operation_id, rows.spans)
     encoded = sqlite_rows(operation_id, rows.others)
     steps = [(key, name) for name in rows.new_steps]
     add_counters = _ADD_COUNTERS

@@ -1,7 +1,8 @@
-"""Row helper processes: a second core for the rows of large operations.
+"""The parent's side of the row helper processes: a second core for the rows of large
+operations.
 
 The event loop of a bulkops process reads, validates and runs rows, stores them and
-answers HTTP requests, all on one core. A row helper (``helper_process``, a child process)
+answers HTTP requests, all on one core. A row helper (``process``, a child process)
 takes the reading, validating and running of a whole chunk's rows off it: the chunk's
 run stays here (claim, lease, recorder, end of the chunk) and records what the helper
 reports. Helpers start in the background when a large file is counted or a chunk first
@@ -25,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from bulkops.definition.operation import OperationDefinition
-from bulkops.engine.helper_messages import (
+from bulkops.engine.helper.messages import (
     Finished,
     Hello,
     Job,
@@ -139,7 +140,7 @@ class RowHelper:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "bulkops.engine.helper_process",
+            "bulkops.engine.helper.process",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

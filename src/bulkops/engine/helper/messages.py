@@ -17,10 +17,9 @@ from typing import Any
 from uuid import UUID
 
 from bulkops.storage.records import ChunkRecord, RowRecord
+from bulkops.storage.spans import Span
 
 _SIZE = 4
-
-Run = list[Any]  # [first, last, at]: rows first to last completed at ``at``
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +87,7 @@ class Progress:
 
     job: int
     upto: int
-    runs: list[Run] = field(default_factory=list)  # completed rows
+    spans: list[Span] = field(default_factory=list)  # completed rows
     failed: list[RowRecord] = field(default_factory=list)
     latencies: list[int] = field(default_factory=list)  # per bucket of ROW_BUCKETS
     seconds: float = 0.0  # the rows' processing time in all

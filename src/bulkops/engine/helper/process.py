@@ -1,11 +1,13 @@
 """A row helper process: runs the rows of whole chunks for the process that started it.
 
-The parent (``row_helpers.RowHelper``) owns everything stored: it claims the chunk, holds
-its lease, records the rows this process reports and ends the chunk. This process only
-reads the chunk's rows from the stored file, validates them and calls ``process_row``,
-so that a second core does that work beside the parent's event loop and writer.
+The parent (``pool.RowHelper``) owns everything stored: it claims the chunk, holds its
+lease, records the rows this process reports and ends the chunk. This process only reads
+the chunk's rows from the stored file and runs them through the same loops as the parent
+(``engine.loops``), with a sink of its own, ``Report``, that turns their outcomes into
+progress messages: a second core does that work beside the parent's event loop and
+writer.
 
-Started as ``python -m bulkops.engine.helper_process``; messages (``helper_messages``) come in
+Started as ``python -m bulkops.engine.helper.process``; messages (``messages``) come in
 on stdin and go out on the original stdout, which is kept for them alone: anything the
 operations print goes to stderr. The process ignores SIGINT (its parent decides when it
 stops) and exits when its stdin closes, the parent's end of the pipe, even mid-job.
@@ -19,93 +21,81 @@ import logging
 import os
 import signal
 import sys
-from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
-from itertools import islice
+from itertools import islice, repeat
 from pathlib import Path
-from time import perf_counter
 from typing import BinaryIO
 from uuid import UUID
 
-import pydantic
-
-from bulkops.clock import CoarseClock, utcnow
-from bulkops.definition.conversion import describe_errors
-from bulkops.definition.operation import PROCESS_STEP
 from bulkops.definition.registry import Registry, load_registry
-from bulkops.definition.row_context import row_frame
-from bulkops.engine.batches import BatchRunner, Pending
-from bulkops.engine.chunks import read_chunk
+from bulkops.engine.batches import BatchRunner
 from bulkops.engine.dry_run import DryRunner
-from bulkops.engine.helper_messages import (
+from bulkops.engine.helper.messages import (
     Finished,
     Hello,
     Job,
     Progress,
     Ready,
-    Run,
     Stop,
     receive,
     send,
 )
+from bulkops.engine.instance import OperationFailed, instantiate
 from bulkops.engine.invoke import error_text
-from bulkops.engine.resume import BATCH_SIZE  # rows between two looks at the messages
-from bulkops.engine.rows import UNREADABLE, RowRunner
-from bulkops.engine.run import OperationFailed, instantiate
+from bulkops.engine.loops import PlainRunner, Rows, run_batches, run_plain
+from bulkops.engine.resume import BATCH_SIZE, read_chunk
+from bulkops.engine.rows import RowRunner
 from bulkops.errors import FileFormatError
 from bulkops.formats import RawRow
 from bulkops.observability.logs import configure, operation_scope
 from bulkops.observability.metrics import ROW_BUCKETS
 from bulkops.storage.records import RowRecord
-from bulkops.storage.states import ErrorType, RowState
+from bulkops.storage.spans import append_span
 
 log = logging.getLogger("bulkops.engine")
 
 REPORT_ROWS = 2_000  # a progress message once this many rows finished (and on time)
 
 
-class _Report:
-    """The rows finished since the last progress message. The row loop adds to it; it is
-    sent when enough rows are in it, and on time by a timer too (the job's report
-    interval, the parent's flush interval), so that a slow row never holds back the rows
-    that finished before it."""
+class Report:
+    """The helper's ``RowSink``: the rows finished since the last progress message. The
+    loops add to it; it is sent when enough rows are in it, and on time by a timer too
+    (the job's report interval, the parent's flush interval), so that a slow row never
+    holds back the rows that finished before it. Outcomes come in row order (``ordered``):
+    every row up to ``upto`` of a message is reported in it or before, none after it."""
+
+    ordered = True
+    halted = False  # a helper's operations have no failure budget
 
     def __init__(self, writer: asyncio.StreamWriter, job: int, upto: int) -> None:
         self._writer = writer
         self._job = job
-        self.generation = 0  # taken (sent) so far: the row loop's cached lists are stale
         self.rows = 0
         self.progress = self._fresh(upto)
 
     def _fresh(self, upto: int) -> Progress:
         return Progress(job=self._job, upto=upto, latencies=[0] * (len(ROW_BUCKETS) + 1))
 
-    def completed(self, number: int, at: datetime) -> None:
-        """Row ``number`` completed at ``at`` (the loop of rows with ``validate_row``)."""
-        runs = self.progress.runs
-        if runs and runs[-1][1] + 1 == number and runs[-1][2] is at:
-            runs[-1][1] = number
-        else:
-            runs.append([number, number, at])
-        self.progress.upto = number
-        self.rows += 1
-
-    def failed(self, record: RowRecord, *, in_order: bool = True) -> None:
-        """A row failed (``in_order``: every row before it is reported too)."""
-        self.progress.failed.append(record)
-        if in_order:
-            self.progress.upto = record.row_number
-        self.rows += 1
-
-    def add_run(self, first: int, last: int, at: datetime) -> None:
-        """Rows ``first`` to ``last`` completed at ``at`` (a batch's)."""
-        self.progress.runs.append([first, last, at])
+    def completed(self, first: int, last: int, at: datetime) -> None:
+        """Rows ``first`` to ``last`` completed at ``at``."""
+        progress = self.progress
+        append_span(progress.spans, first, last, at)
+        progress.upto = max(progress.upto, last)
         self.rows += last - first + 1
 
-    def took(self, seconds: float) -> None:
-        """A row's processing time."""
-        self.progress.latencies[bisect_left(ROW_BUCKETS, seconds)] += 1
+    def record(self, record: RowRecord) -> None:
+        """A row failed."""
+        progress = self.progress
+        progress.failed.append(record)
+        progress.upto = max(progress.upto, record.row_number)
+        self.rows += 1
+
+    def timed(self, latencies: Sequence[int], seconds: float) -> None:
+        """Rows' times, per bucket of ROW_BUCKETS."""
+        mine = self.progress.latencies
+        for index, count in enumerate(latencies):
+            mine[index] += count
         self.progress.seconds += seconds
 
     async def send(self) -> None:
@@ -114,7 +104,6 @@ class _Report:
             return
         progress, self.progress = self.progress, self._fresh(self.progress.upto)
         self.rows = 0
-        self.generation += 1
         await send(self._writer, progress)
 
     async def pause(self) -> None:
@@ -135,12 +124,12 @@ async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) ->
     cancels the row running, as it would in the parent). True when it ended clean (not
     stopped, no failure)."""
     operation_scope(job.operation_id)
-    report = _Report(writer, job.id, job.chunk.first_row - 1)
+    report = Report(writer, job.id, job.chunk.first_row - 1)
     timer = asyncio.create_task(report.send_every(job.report_interval))
     failure: str | None = None
     stopped = False
     try:
-        await _run_rows(registry, job, report)
+        await _run_chunk(registry, job, report)
     except asyncio.CancelledError:
         stopped = True  # what finished is reported below
     except (FileFormatError, OperationFailed) as exc:
@@ -160,12 +149,12 @@ async def run_job(registry: Registry, job: Job, writer: asyncio.StreamWriter) ->
     return failure is None and not stopped
 
 
-async def _finish(report: _Report, writer: asyncio.StreamWriter, finished: Finished) -> None:
+async def _finish(report: Report, writer: asyncio.StreamWriter, finished: Finished) -> None:
     await report.send()
     await send(writer, finished)
 
 
-async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
+async def _run_chunk(registry: Registry, job: Job, report: Report) -> None:
     definition = registry.get(job.operation)
     if definition is None:
         raise OperationFailed(f"Operation {job.operation!r} is not registered in the row helper")
@@ -182,153 +171,29 @@ async def _run_rows(registry: Registry, job: Job, report: _Report) -> None:
     try:
         basics = (definition, instance, metadata, job.operation_id)
         if job.dry_run:
-            dry = DryRunner(*basics, created_by=job.created_by)
-            if dry.direct:
-                await _run_direct(dry, rows, report)
-            else:
-                await _run_prepared(dry, rows, report)
-            return
-        if definition.is_batch:
-            await _run_batches(BatchRunner(*basics, created_by=job.created_by), rows, report)
-            return
-        runner = RowRunner(*basics, created_by=job.created_by)
-        if runner.direct:
-            await _run_direct(runner, rows, report)
+            await _run_plain(DryRunner(*basics, created_by=job.created_by), rows, report)
+        elif definition.is_batch:
+            runner = BatchRunner(*basics, created_by=job.created_by)
+            await run_batches(runner, _batches(rows, report), report)
         else:
-            await _run_prepared(runner, rows, report)
+            await _run_plain(RowRunner(*basics, created_by=job.created_by), rows, report)
     finally:
         rows.close()
 
 
-async def _run_batches(runner: BatchRunner, rows: Iterator[RawRow], report: _Report) -> None:
-    """Rows of a batch operation: each converted (and validated), the valid ones processed
-    in batches of its size, as ``Run._run_batches`` does one batch at a time. Reports stay
-    in row order: a row that fails while earlier rows wait for their batch is held back
-    until that batch is done, so a helper that dies never leaves a reported row behind an
-    unreported one."""
-    size = runner.definition.controls.batch_size or 1
-    validated = runner.definition.overrides_validate_row
-    pending: list[Pending] = []
-    held: list[RowRecord] = []  # failed while ``pending`` waits: reported after it
-    number, count = report.progress.upto, 0
-    for raw in rows:
-        count += 1
-        if count >= BATCH_SIZE:
-            count = 0
-            await report.pause()
-        number = raw.number
-        prepared = await runner.prepare(raw) if validated else runner.convert(raw)
-        if isinstance(prepared, RowRecord):
-            if pending:
-                held.append(prepared)
-            else:
-                report.failed(prepared)
-            continue
-        pending.append((raw, None, *prepared))
-        if len(pending) >= size:
-            await _run_batch(runner, pending, held, report, number)
-            pending, held = [], []
-    if pending:
-        await _run_batch(runner, pending, held, report, number)
-
-
-async def _run_batch(
-    runner: BatchRunner,
-    batch: list[Pending],
-    held: list[RowRecord],
-    report: _Report,
-    upto: int,
-) -> None:
-    """Run a batch, then report it and the rows held back behind it: every row up to row
-    ``upto``."""
-    for record in await runner.run_batch(batch, report.add_run):
-        report.failed(record, in_order=False)
-    for record in held:
-        report.failed(record, in_order=False)
-    report.progress.upto = upto
-
-
-async def _run_prepared(
-    runner: RowRunner | DryRunner, rows: Iterator[RawRow], report: _Report
-) -> None:
-    """Rows of an operation with ``validate_row``: ``run_plain`` a batch at a time."""
+async def _run_plain(runner: PlainRunner, rows: Iterator[RawRow], report: Report) -> None:
+    """The rows through ``run_plain``, ``BATCH_SIZE`` at a time, with a pause between."""
     while batch := list(islice(rows, BATCH_SIZE)):
-        start = 0
-        while stopped := await runner.run_plain(batch, start, report.completed, report.took):
-            index, record = stopped
-            report.failed(record)
-            start = index + 1
+        await run_plain(runner, batch, report)
         await report.pause()
 
 
-async def _run_direct(
-    runner: RowRunner | DryRunner, rows: Iterator[RawRow], report: _Report
-) -> None:
-    """Rows with nothing to await but ``process_row`` (nothing at all in a dry run):
-    ``run_plain``'s steps, with the bookkeeping of each completed row inline, so that a
-    plain row costs no function call beyond its own. The lists of the report are cached
-    between rows and looked up again whenever the report was sent meanwhile."""
-    validate, metadata = runner.validate_model, runner.metadata
-    process = runner.process if isinstance(runner, RowRunner) else None
-    # A dry run's rows are only validated: current_row() tells validation's step.
-    step, index = (PROCESS_STEP, 0) if process is not None else (None, -1)
-    clock, first_bound, tick = perf_counter, ROW_BUCKETS[0], CoarseClock.TICK
-    at, next_tick = utcnow(), clock() + tick
-    generation = -1
-    runs: list[Run] = []
-    run: Run | None = None
-    latencies: list[int] = []
-    count = 0
-    # current_row() as in run_plain; the job's own task holds the mark (no reset needed).
-    scope, mark = runner.scope, row_frame.set
-    for raw in rows:
-        count += 1
-        if count >= BATCH_SIZE:  # for every row, failed ones included
-            count = 0
-            await report.pause()
-        mark((scope, raw.number, None, step, index, 1, 0))
-        began = clock()
-        values = raw.values
-        if raw.error is not None or values is None:
-            report.failed(runner.invalid(raw, ErrorType.VALIDATION, raw.error or UNREADABLE))
-            report.took(clock() - began)
-            continue
-        try:
-            row = validate(values)
-        except pydantic.ValidationError as exc:
-            report.failed(runner.invalid(raw, ErrorType.VALIDATION, describe_errors(exc)))
-            report.took(clock() - began)
-            continue
-        if process is not None:
-            try:
-                await process(row, metadata)
-            except Exception as exc:
-                record = runner.new_record(raw, RowState.FAILED)
-                record.error_type, record.error_message = ErrorType.PROCESSING, error_text(exc)
-                report.failed(record)
-                report.took(clock() - began)
-                continue
-        ended = clock()
-        if report.generation != generation:  # sent meanwhile: start on its new lists
-            generation, run = report.generation, None
-            runs, latencies = report.progress.runs, report.progress.latencies
-        if ended >= next_tick:
-            at, next_tick = utcnow(), ended + tick
-        number = raw.number
-        if run is not None and run[2] is at and run[1] + 1 == number:
-            run[1] = number
-        else:
-            run = [number, number, at]
-            runs.append(run)
-        seconds = ended - began
-        if seconds < first_bound:
-            latencies[0] += 1
-        else:
-            latencies[bisect_left(ROW_BUCKETS, seconds)] += 1
-        progress = report.progress
-        progress.seconds += seconds
-        progress.upto = number
-        report.rows += 1
+async def _batches(rows: Iterator[RawRow], report: Report) -> AsyncIterator[Rows]:
+    """The rows for ``run_batches`` (none stored before), ``BATCH_SIZE`` at a time, with
+    a pause between."""
+    while batch := list(islice(rows, BATCH_SIZE)):
+        yield zip(batch, repeat(None))
+        await report.pause()
 
 
 async def _pipes(out: BinaryIO) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

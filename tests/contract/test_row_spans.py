@@ -1,11 +1,11 @@
-"""Plain successful rows are written in runs; what is stored must not differ."""
+"""Plain successful rows are written in spans; what is stored must not differ."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from bulkops.definition.operation import PROCESS_STEP
-from bulkops.storage.records import CompletedRun, ProgressDelta, RowQuery, RowRecord
+from bulkops.storage.records import CompletedSpan, ProgressDelta, RowQuery, RowRecord
 from bulkops.storage.states import ErrorType, RowState
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
 
@@ -19,13 +19,13 @@ def plain(make_row: MakeRow, operation_id: object, number: int, millis: int) -> 
     )
 
 
-async def test_runs_of_plain_rows_round_trip_exactly(
+async def test_spans_of_plain_rows_round_trip_exactly(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
     op = make_operation()
     await stores.operations.add(op)
     rows = [plain(make_row, op.id, n, millis=n // 10) for n in range(1, 101)]  # 10 per stamp
-    rows[40] = make_row(op.id, 41, row_id="with-id")  # breaks a run
+    rows[40] = make_row(op.id, 41, row_id="with-id")  # breaks a span
     rows[60] = make_row(
         op.id, 61, state=RowState.FAILED, error_type=ErrorType.PROCESSING, error_message="x"
     )
@@ -79,7 +79,7 @@ async def test_a_batch_repeating_a_row_keeps_the_last_write(
     assert await stores.rows.get_row(op.id, 1) == last
 
 
-async def test_completed_runs_over_stored_rows_replace_them_and_write_the_rest(
+async def test_completed_spans_over_stored_rows_replace_them_and_write_the_rest(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
     op = make_operation()
@@ -92,7 +92,7 @@ async def test_completed_runs_over_stored_rows_replace_them_and_write_the_rest(
         op.id,
         [],
         ProgressDelta(10, 10, 0),
-        completed=[CompletedRun(1, 6, PROCESS_STEP, at), CompletedRun(7, 10, PROCESS_STEP, at)],
+        completed=[CompletedSpan(1, 6, PROCESS_STEP, at), CompletedSpan(7, 10, PROCESS_STEP, at)],
     )
 
     assert status is not None
@@ -102,14 +102,14 @@ async def test_completed_runs_over_stored_rows_replace_them_and_write_the_rest(
     assert record is not None and record.processed_rows == 10
 
 
-async def test_completed_runs_of_a_dry_run_are_stored_at_the_validation_step(
+async def test_completed_spans_of_a_dry_run_are_stored_at_the_validation_step(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
     op = make_operation(dry_run=True)
     await stores.operations.add(op)
     at = BASE_TIME + timedelta(seconds=3)
-    runs = [CompletedRun(1, 3, "validation", at, -1), CompletedRun(4, 4, PROCESS_STEP, at)]
-    assert await stores.rows.save(op.id, [], ProgressDelta(4, 4, 0), completed=runs)
+    spans = [CompletedSpan(1, 3, "validation", at, -1), CompletedSpan(4, 4, PROCESS_STEP, at)]
+    assert await stores.rows.save(op.id, [], ProgressDelta(4, 4, 0), completed=spans)
     rows = [await stores.rows.get_row(op.id, n) for n in range(1, 5)]
     assert [(r.state, r.step_index, r.step_name) for r in rows if r is not None] == [
         (RowState.COMPLETED, -1, "validation"),
