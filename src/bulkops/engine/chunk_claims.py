@@ -19,10 +19,10 @@ priority first, then oldest). ``ChunkClaims`` decides the claims of one process:
   decided; when its run ends the share decides afresh. An operation alone, or beside runs
   that leave slots free, is never run more than one chunk at a time this way.
 
-It promises that a chunk it claims is either run to its end, handed back (``end_chunk``
-not done: on a stop, or when the operation is no longer Running), or left for another
-process to resume (storage lost); and that a claimed-ahead chunk runs no row before the rows
-of the chunk it follows are done.
+It promises that a chunk it claims is run to its end, handed back (``end_chunk`` not done:
+on a stop, or when the operation is no longer Running), left for another process to resume
+(storage lost), or ends its operation as Failed (resumed more than ``max_resumes`` times);
+and that a claimed-ahead chunk runs no row before the rows of the chunk it follows are done.
 """
 
 from __future__ import annotations
