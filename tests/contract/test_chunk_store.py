@@ -164,3 +164,21 @@ async def test_claims_skip_the_excluded_operations(
     assert got is not None and got.operation_id == second.id
     assert await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, exclude={first.id}) is None
     assert await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH) is not None
+
+
+async def test_claims_among_named_operations_take_only_theirs(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
+    first = await split_operation(stores, make_operation, parts=1)
+    second = await split_operation(stores, make_operation, parts=2)
+    chunks = chunks_of(stores)
+
+    got = await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, among={second.id})
+
+    assert got is not None and got.operation_id == second.id  # not the older one's
+    assert await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, among=set()) is None
+    again = await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, among={second.id})
+    assert again is not None and again.operation_id == second.id
+    assert await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, among={second.id}) is None
+    left = await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH)
+    assert left is not None and left.operation_id == first.id

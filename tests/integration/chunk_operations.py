@@ -12,6 +12,10 @@ FIXED: set[str] = set()  # rows that succeed from now on
 GATE = asyncio.Event()  # opened: gated rows go on
 RUNNING: set[str] = set()  # rows of chunked-gated inside process_row now
 MOST_RUNNING = [0]  # the most rows of chunked-gated inside process_row at once
+# Rows of chunked-paced, per operation: inside process_row now, the most at once, done.
+IN_FLIGHT: Counter[str] = Counter()
+MOST_IN_FLIGHT: Counter[str] = Counter()
+DONE: Counter[str] = Counter()
 
 
 def reset() -> None:
@@ -20,6 +24,9 @@ def reset() -> None:
     FIXED.clear()
     RUNNING.clear()
     MOST_RUNNING[0] = 0
+    IN_FLIGHT.clear()
+    MOST_IN_FLIGHT.clear()
+    DONE.clear()
     GATE = asyncio.Event()  # an event belongs to the loop that first waited on it
 
 
@@ -60,4 +67,23 @@ class ChunkedGated(bo.RowOperation[Meta, Item]):
             RUNNING.discard(row.name)
 
 
-ALL = [Chunked, ChunkedTolerant, ChunkedGated]
+class PacedMeta(bo.Metadata):
+    delay_ms: int = 20
+
+
+@bo.operation("chunked-paced")
+class ChunkedPaced(bo.RowOperation[PacedMeta, Item]):
+    """Each row waits ``delay_ms`` (a call to another service), counted per operation."""
+
+    async def process_row(self, row: Item, metadata: PacedMeta) -> None:
+        operation = str(bo.current_row().operation_id)
+        IN_FLIGHT[operation] += 1
+        MOST_IN_FLIGHT[operation] = max(MOST_IN_FLIGHT[operation], IN_FLIGHT[operation])
+        try:
+            await asyncio.sleep(metadata.delay_ms / 1000)
+        finally:
+            IN_FLIGHT[operation] -= 1
+        DONE[operation] += 1
+
+
+ALL = [Chunked, ChunkedTolerant, ChunkedGated, ChunkedPaced]

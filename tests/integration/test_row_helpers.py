@@ -191,7 +191,10 @@ async def gated(
         metadata={"log": str(log), "gate": str(gate), "gate_row": GATED},
     )
     reached = tmp_path / "gate.reached"
-    await wait_until(lambda: _true(reached.exists()), what="the gated row")
+    # Written by another process: it may exist a moment before its content does.
+    await wait_until(
+        lambda: _true(reached.exists() and bool(reached.read_text())), what="the gated row"
+    )
     pid = int(reached.read_text())
     assert pid in helpers_of(client).pids  # it runs in the helper
     return operation_id, log, pid

@@ -200,3 +200,81 @@ def test_tenant_is_the_operation_tenant_before_its_creator() -> None:
     from dataclasses import replace
 
     assert tenant_of(replace(record(), tenant="acme"), object(), None) == "acme"
+
+
+def busy(share: FairShare, tenant: str, priority: int = 0, cap: int = 1) -> UUID:
+    """A run that holds its slots (or waits for them): it would run more rows if it could."""
+    operation_id = uuid4()
+    claimant = share.join(operation_id, tenant, priority, cap)
+    claimant.held = cap
+    return operation_id
+
+
+def test_a_tenant_capped_below_its_part_beside_a_fuller_one_is_short() -> None:
+    share = FairShare(4)
+    for _ in range(6):
+        busy(share, "alice")
+    bob = busy(share, "bob")
+
+    assert share.short_of_share() == [[bob]]
+    busy(share, "bob")  # a second run of bob's: two slots of four reached
+    assert share.short_of_share() == []
+
+
+def test_a_run_alone_or_beside_free_slots_is_never_short() -> None:
+    share = FairShare(4)
+    busy(share, "alice")
+    assert share.short_of_share() == []  # alone: its cap stands
+    busy(share, "alice")
+    busy(share, "bob")
+    assert share.short_of_share() == []  # a slot is free and nobody holds more than its part
+
+
+def test_a_tenant_held_back_by_its_own_pace_or_claimed_ahead_is_not_short() -> None:
+    share = FairShare(4)
+    for _ in range(6):
+        busy(share, "alice")
+    share.join(uuid4(), "bob", 0, 1)  # neither runs a row nor waits for a slot
+    assert share.short_of_share() == []
+
+    other = FairShare(4)
+    for _ in range(6):
+        busy(other, "alice")
+    carol = busy(other, "carol")
+    other.join(carol, "carol", 0, 1, ahead=True)  # its rows wait for the run before
+    assert other.short_of_share() == [[carol]]
+
+
+def test_a_higher_priority_is_short_beside_lower_ones_until_it_reaches_most() -> None:
+    share = FairShare(4)
+    for _ in range(6):
+        busy(share, "alice", priority=0)
+    high = [busy(share, "bob", priority=5)]
+
+    assert share.short_of_share() == [high]
+    high += [busy(share, "bob", priority=5), busy(share, "bob", priority=5)]
+    assert share.short_of_share() == [sorted(high, key=str)]  # 3 of 4: a tenth is the lower's
+    busy(share, "bob", priority=5)
+    assert share.short_of_share() == []
+
+
+def test_the_tenant_furthest_below_its_part_comes_first() -> None:
+    share = FairShare(8)
+    for _ in range(8):
+        busy(share, "alice")
+    bob = [busy(share, "bob"), busy(share, "bob")]
+    carol = busy(share, "carol")
+
+    assert share.short_of_share() == [[carol], sorted(bob, key=str)]
+
+
+async def test_the_share_tells_its_watchers_of_joins_starts_and_leaves() -> None:
+    share = FairShare(2)
+    seen: list[int] = []
+    share.watch(lambda: seen.append(1))
+    claimant = share.join(uuid4(), "alice", 0, 1)
+    await share.take(claimant)
+    share.give(claimant, 0.01)
+    await share.take(claimant)  # not its first slot: nothing new
+    share.leave(claimant)
+    assert len(seen) == 3

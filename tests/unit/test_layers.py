@@ -29,6 +29,7 @@ SCHEDULING = (
     "bulkops.engine.processor",
     "bulkops.engine.run",
     "bulkops.engine.chunks",
+    "bulkops.engine.chunk_claims",
     "bulkops.engine.recorder",
     "bulkops.engine.helper",
 )

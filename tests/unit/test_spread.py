@@ -56,3 +56,15 @@ async def test_a_probe_of_a_short_file_reads_it_all() -> None:
     probe = Probe(batches(100, 128), {1, 51})
     seen = [raw.number async for batch in probe.first() for raw, _ in batch]
     assert seen == list(range(1, 101)) and probe.next_row == 0
+
+
+async def test_a_probe_ends_at_the_first_boundary_after_its_time_within_a_batch() -> None:
+    probe = Probe(batches(1000, 128), {1, 51, 101, 151, 201})
+    seen = []
+    async for batch in probe.first():
+        seen.extend(raw.number for raw, _ in batch)
+        if len(seen) >= 20:
+            probe._started = -1e9  # the probe time is up after its first slow rows
+    assert seen == list(range(1, 51)) and probe.next_row == 51 and probe.rows == 50
+    rest = [raw.number async for batch in probe.rest() for raw, _ in batch]
+    assert rest == list(range(51, 1001))

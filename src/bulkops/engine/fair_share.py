@@ -22,6 +22,12 @@ scheduler (``engine/scheduler.py``) starts every operation it claims, and a chun
 split operation, at once. Which operation or chunk a process claims first is the same order
 as here, kept by the stores: highest priority first, then oldest (``claimable``,
 ``claim_chunk``).
+
+A run's cap can keep its tenant below an equal share while another tenant's runs fill the
+rest: one run of MaxRowConcurrency 1 beside six of another tenant gets one slot of four.
+``short_of_share`` names the operations of such tenants, so that the process runs another
+chunk of one of them at once (``engine/chunk_claims.py``); a run alone, or beside runs that
+leave slots free, is never given more than its cap that way.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import asyncio
 import inspect
 import logging
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from time import perf_counter
 from uuid import UUID
@@ -54,6 +60,8 @@ class Claimant:
     tenant: str
     priority: int
     cap: int  # the most slots it may hold at once
+    ahead: bool = False  # set up ahead of its rows (they wait for another run): not counted yet
+    started: bool = False  # it has taken a slot
     held: int = 0
     served: float = 0.0  # slot seconds charged (its virtual time among its tenant's)
     estimate: float = _FIRST_ESTIMATE  # seconds a slot is held, on average
@@ -63,6 +71,11 @@ class Claimant:
     def wants(self) -> bool:
         """A row of it waits and it may hold one more slot."""
         return bool(self.waiters) and self.held < self.cap
+
+    @property
+    def busy(self) -> bool:
+        """It holds a slot or has a row waiting for one: it runs rows as fast as it may."""
+        return self.held > 0 or bool(self.waiters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +102,24 @@ class FairShare:
         self._tenant_served: dict[tuple[int, str], float] = {}
         self._owed: dict[int, float] = {}  # slot seconds each lower priority is owed
         self._rows: Counter[str] = Counter()
+        self._watchers: list[Callable[[], None]] = []
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        """Call ``changed`` whenever a run joins, starts its rows or leaves."""
+        self._watchers.append(changed)
+
+    def _changed(self) -> None:
+        for changed in self._watchers:
+            changed()
 
     # -- joining and leaving -------------------------------------------------------------
 
-    def join(self, operation_id: UUID, tenant: str, priority: int, cap: int) -> Claimant:
+    def join(
+        self, operation_id: UUID, tenant: str, priority: int, cap: int, *, ahead: bool = False
+    ) -> Claimant:
         """Enter the share; a newcomer (and a tenant new at its priority) starts level
-        with those already in it."""
+        with those already in it. A run set up ahead of its rows (``ahead``) counts in
+        ``short_of_share`` only once it takes its first slot."""
         peers = [c for c in self._claimants if c.priority == priority]
         key = (priority, tenant)
         if key not in self._tenant_served or not any(c.tenant == tenant for c in peers):
@@ -102,9 +127,10 @@ class FairShare:
             floor = min(others, default=0.0)
             self._tenant_served[key] = max(self._tenant_served.get(key, 0.0), floor)
         mine = [c.served for c in peers if c.tenant == tenant]
-        claimant = Claimant(operation_id, tenant, priority, max(1, cap))
+        claimant = Claimant(operation_id, tenant, priority, max(1, cap), ahead)
         claimant.served = min(mine, default=0.0)
         self._claimants.add(claimant)
+        self._changed()
         return claimant
 
     def leave(self, claimant: Claimant) -> None:
@@ -123,6 +149,7 @@ class FairShare:
         if not any(c.priority == claimant.priority for c in self._claimants):
             self._owed.pop(claimant.priority, None)
         self._dispatch()
+        self._changed()
 
     # -- slots -----------------------------------------------------------------------------
 
@@ -180,6 +207,10 @@ class FairShare:
         claimant.held += 1
         self._free -= 1
         self._charge(claimant, claimant.estimate)
+        if not claimant.started:
+            claimant.started = True
+            claimant.ahead = False
+            self._changed()
 
     def _dispatch(self) -> None:
         while self._free > 0 and self._waiting:
@@ -232,6 +263,69 @@ class FairShare:
     def runnable(self) -> int:
         """Operations with a run in progress here."""
         return len({c.operation_id for c in self._claimants})
+
+    # -- how many runs -----------------------------------------------------------------------
+
+    def short_of_share(self) -> list[list[UUID]]:
+        """Per tenant (at a priority) that deserves one more run at once here, the
+        operations of its that have a run here: what ``engine/chunk_claims.py`` claims
+        another chunk of. Tenants furthest below their part come first.
+
+        A tenant's reach is its runs' caps together. The capacity is parted by priority,
+        from the highest down (``LOWER_SHARE`` of it kept for the lower ones that have
+        runs), and within a priority equally across tenants; a tenant that cannot use
+        more (one of its runs neither runs a row nor waits for a slot: a rate limit or its
+        own pace holds it back) keeps what it reaches. A tenant deserves one more run when
+        its reach is below its part while another reaches past its own. Never while slots
+        stay free with every run at its cap: then nobody is held back by another, and a
+        run alone keeps its cap. Runs set up ahead of their rows count once they start."""
+        counted = [c for c in self._claimants if not c.ahead]
+        if sum(c.cap for c in counted) < self.capacity:
+            return []
+        reach: dict[tuple[int, str], int] = {}
+        grows: dict[tuple[int, str], bool] = {}
+        operations: dict[tuple[int, str], list[UUID]] = {}
+        for c in sorted(counted, key=lambda c: str(c.operation_id)):
+            key = (c.priority, c.tenant)
+            reach[key] = reach.get(key, 0) + c.cap
+            grows[key] = grows.get(key, True) and c.busy
+            found = operations.setdefault(key, [])
+            if c.operation_id not in found:
+                found.append(c.operation_id)
+        short: list[tuple[float, list[UUID]]] = []
+        over = False
+        left = float(self.capacity)
+        levels = sorted({priority for priority, _ in reach}, reverse=True)
+        for number, level in enumerate(levels):
+            lower = sum(r for (p, _), r in reach.items() if p in levels[number + 1 :])
+            budget = max(0.0, left - min(lower, LOWER_SHARE * self.capacity))
+            tenants = [key for key in reach if key[0] == level]
+            fixed = [reach[key] for key in tenants if not grows[key]]
+            part = _level_part(budget, fixed, len(tenants) - len(fixed))
+            for key in tenants:
+                allotted = min(reach[key], part)
+                if reach[key] > allotted:
+                    over = True
+                elif grows[key] and reach[key] < part:
+                    short.append((reach[key] / part, operations[key]))
+                left -= allotted
+        if not over:
+            return []
+        short.sort(key=lambda found: found[0])
+        return [found for _, found in short]
+
+
+def _level_part(budget: float, fixed: list[int], growing: int) -> float:
+    """Each tenant's part of ``budget`` (water filling): a tenant of ``fixed`` reach below an
+    equal part keeps it, the rest is parted equally by the others, ``growing`` of which
+    could use any amount."""
+    left, count = budget, len(fixed) + growing
+    for reach in sorted(fixed):
+        if reach * count >= left:
+            break
+        left -= reach
+        count -= 1
+    return left / count if count else left
 
 
 def pick(

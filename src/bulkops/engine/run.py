@@ -86,6 +86,7 @@ class Run:
         self._slots = Slots(limit) if limit > 1 else None
         self._claimant: Claimant | None = None  # its place in the process's row slots
         self._turn: Turn | None = None  # its slot while it runs rows one at a time
+        self.joined = asyncio.Event()  # it has its place in the process's row slots
         self._recorder = RowRecorder(
             record,
             self._stores.rows,
@@ -100,6 +101,11 @@ class Run:
         )
         # Where its rows' outcomes go, whatever runs them: here, or in a row helper.
         self._sink = RecordingSink(self._recorder, context.metrics, record.operation_name)
+
+    @property
+    def waiting(self) -> bool:
+        """Set up ahead of its rows, which wait for another run's (a chunk claimed ahead)."""
+        return False
 
     def stop(self, reason: StopReason) -> None:
         """Interrupt processing; rows already finished are still recorded."""
@@ -207,8 +213,11 @@ class Run:
             return
         limit = self._config.max_row_concurrency
         tenant = tenant_of(self.record, instance, metadata)
-        claimant = share.join(self.record.id, tenant, self.record.priority, limit)
+        claimant = share.join(
+            self.record.id, tenant, self.record.priority, limit, ahead=self.waiting
+        )
         self._claimant = claimant
+        self.joined.set()
         if limit > 1:
             self._slots = SharedSlots(limit, share, claimant)
         else:

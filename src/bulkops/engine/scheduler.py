@@ -15,7 +15,8 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
-from bulkops.engine.chunks import ChunkRun, end_split
+from bulkops.engine.chunk_claims import ChunkClaims
+from bulkops.engine.chunks import end_split
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.processor import OperationRun, Processor
 from bulkops.engine.run import Run, StopReason
@@ -25,7 +26,7 @@ from bulkops.storage import lifecycle
 from bulkops.storage.lanes import enter_processing_lane
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
 from bulkops.storage.ports import RowStore, WakeUps
-from bulkops.storage.records import ChunkRecord, OperationRecord
+from bulkops.storage.records import OperationRecord
 from bulkops.storage.states import OperationStatus
 from bulkops.storage.wakeups import NoWakeUps
 
@@ -40,9 +41,6 @@ CONFIRM_DEATH = 2.0
 # heartbeats, connections), far above what its row slots can keep busy; the rest wait here
 # in order.
 MAX_OPERATIONS = 256
-# Chunks a process works on at once at most (one per split operation, and one claimed
-# ahead each): a bound against a runaway, far above what a process's row slots can use.
-MAX_CHUNK_TURNS = 256
 
 
 class Scheduler(Protocol):
@@ -94,8 +92,10 @@ class SchedulerConfig:
 
 class WorkScheduler:
     """Processes every operation it can claim, and a chunk of every split operation, at
-    once: none waits for another to end. How many rows run at once is the processor's
-    ``FairShare`` (``engine/fair_share.py``), which decides which run's row goes next.
+    once: none waits for another to end. Which chunks it claims, and when, its
+    ``ChunkClaims`` decides (``engine/chunk_claims.py``); how many rows run at once is the
+    processor's ``FairShare`` (``engine/fair_share.py``), which decides which run's row goes
+    next.
 
     An operation is claimed with its concurrency token before processing; when another
     process claimed it first the claim fails and the operation is skipped. Pending and
@@ -117,16 +117,14 @@ class WorkScheduler:
         self._idle = asyncio.Event()
         self._idle.set()
         self._known: set[UUID] = set()
-        # Runs in progress: by operation id, or (operation id, chunk index) for chunks.
-        self._active: dict[UUID | tuple[UUID, int], tuple[Run, asyncio.Task[None]]] = {}
-        self._turns = 0  # chunk turns queued or being taken
-        self._no_chunk = False  # the last claim found none: no turn tries until news
-        # Operations this process holds a chunk of; one claim at a time keeps it exact.
-        self._chunked: set[UUID] = set()
-        # Per operation, the run of the chunk its next chunk claimed here follows: that
-        # one's rows run once this one's are done (or this run ended).
-        self._after: dict[UUID, ChunkRun] = {}
-        self._claiming = asyncio.Lock()
+        # Runs of whole operations in progress, by operation id (chunks: ``_chunks.runs``).
+        self._active: dict[UUID, tuple[OperationRun, asyncio.Task[None]]] = {}
+        self._chunks = ChunkClaims(
+            processor,
+            max_resumes=config.max_resumes,
+            stale_before=self._stale_before,
+            begin=self._begin,
+        )
         self._wake = asyncio.Event()  # a wake-up notice asked to look for work
         self._delivering: set[asyncio.Task[None]] = set()
         # Abandoned operations seen once (id -> heartbeat then), and those confirmed.
@@ -183,6 +181,7 @@ class WorkScheduler:
         if config.poll_interval:
             self._spawn(self._every(config.poll_interval, self.pickup))
         self._spawn(self._every(config.poll_interval or config.scan_interval, self.poll_chunks))
+        self._spawn(self._chunks.equalize())
         self._spawn(self._every(config.scan_interval, self.scan_abandoned))
         self._spawn(self._listen(), self._answer_wake_ups())
         if config.stuck_timeout:
@@ -228,27 +227,12 @@ class WorkScheduler:
                 self.enqueue(record.id)
 
     def offer_chunks(self, count: int) -> int:
-        """Start turns to claim up to ``count`` chunks; how many. A process holds one chunk
-        of each split operation at a time (and one claimed ahead), so the turns are bounded
-        by the operations, not by ``worker_count``: every split operation progresses."""
-        self._no_chunk = False
-        free = MAX_CHUNK_TURNS - self._turns
-        offered = 0
-        for _ in range(min(count, free)):
-            if self._stopping:
-                break
-            self._turns += 1
-            self._begin(self._take_turn())
-            offered += 1
-        return offered
+        """News of ``count`` claimable chunks: start turns to claim them; how many."""
+        return self._chunks.found(count)
 
     async def poll_chunks(self) -> None:
         """Start turns for the chunks any process could claim now (Pending or abandoned)."""
-        if self._turns >= MAX_CHUNK_TURNS:
-            return
-        names = [definition.name for definition in self._processor.registry]
-        waiting = await self._processor.stores.chunks.chunk_work(names, self._stale_before())
-        self.offer_chunks(waiting)
+        await self._chunks.poll()
 
     def _stale_before(self) -> datetime:
         """Heartbeats older than this are abandoned: ``abandon_after``, plus the time this
@@ -375,102 +359,6 @@ class WorkScheduler:
             if self._later and not self._stopping:
                 self._start_operation(self._later.popleft())
 
-    async def _take_turn(self) -> None:
-        claimed = offered = False
-        try:
-            if not self._stopping and not self._no_chunk:
-                claimed, offered = await self._run_chunk()
-        except StorageError:
-            log.warning("Could not claim or process a chunk; will retry later", exc_info=True)
-        finally:
-            self._turns -= 1
-        if claimed and not offered:
-            self.offer_chunks(1)  # there may be more: keep this slot draining them
-
-    async def _run_chunk(self) -> tuple[bool, bool]:
-        """Claim one chunk and process it. Returns whether a chunk was claimed, and whether
-        the next turn was offered before this one ended.
-
-        A process works on the rows of one chunk of an operation at a time: within a
-        process the operation's parallelism stays its MaxRowConcurrency, as when it is not
-        split, and the other chunks are left to other processes (or to this one, chunk
-        after chunk). The next chunk is claimed ahead, once the second half of this one's
-        rows is being read: it sets up (file, stored rows) meanwhile and runs its rows
-        once this one's are done, while this one's last write and its end are still being
-        stored. A claim waits behind the writes in flight, and the row loop sat idle for
-        it: 14-36 ms in every 80 ms chunk of a 1M-row import.
-        """
-        names = [definition.name for definition in self._processor.registry]
-        chunks = self._processor.stores.chunks
-        async with self._claiming:
-            chunk = await chunks.claim_chunk(
-                names, self._worker_id, utcnow(), self._stale_before(), exclude=self._chunked
-            )
-            if chunk is None:
-                self._no_chunk = True  # until a split, a notice or a poll says otherwise
-                return False, False
-            self._chunked.add(chunk.operation_id)
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                self._chunked.discard(chunk.operation_id)
-
-        try:
-            offered = await self._process_chunk(chunk, release)
-        finally:
-            release()
-        return True, offered
-
-    async def _process_chunk(self, chunk: ChunkRecord, release: Callable[[], None]) -> bool:
-        """Process a claimed chunk; True when the next turn was offered while its last
-        write was being stored (``release`` lets this process claim another chunk of the
-        operation)."""
-        chunks = self._processor.stores.chunks
-        record = await self._operations.get(chunk.operation_id)
-        if record is None or record.status is not OperationStatus.RUNNING:
-            await chunks.end_chunk(chunk.operation_id, chunk.index, self._worker_id, done=False)
-            return False
-        limit = self._config.max_resumes
-        if chunk.resume_count > limit:
-            await end_split(self._processor, record.id, _gave_up_chunk(chunk.index, limit))
-            return False
-        if chunk.resume_count:
-            log.warning(
-                "Resuming chunk %d of operation %s: its worker stopped responding",
-                chunk.index,
-                record.id,
-            )
-        log.info(
-            "Processing chunk %d (rows %d-%d) of operation %s",
-            chunk.index,
-            chunk.first_row,
-            chunk.last_row,
-            record.id,
-        )
-        run = self._processor.start_chunk(record, chunk, before=self._after.pop(record.id, None))
-        key = (record.id, chunk.index)
-        task = asyncio.create_task(run.execute())
-        self._active[key] = (run, task)
-        offered = False
-        try:
-            nearly_done = asyncio.create_task(run.nearly_done.wait())
-            await asyncio.wait({task, nearly_done}, return_when=asyncio.FIRST_COMPLETED)
-            nearly_done.cancel()
-            if not task.done() and not self._stopping:
-                self._after[record.id] = run
-                release()
-                offered = self.offer_chunks(1) > 0
-            await task
-        finally:
-            run.rows_done.set()  # no more rows of this run will run, however it ended
-            if self._after.get(record.id) is run:
-                del self._after[record.id]  # no chunk of the operation was claimed meanwhile
-            self._active.pop(key, None)
-        return offered
-
     async def _handle(self, operation_id: UUID) -> None:
         record = await self._operations.get(operation_id)
         if record is None or not self._serves(record):
@@ -494,7 +382,7 @@ class WorkScheduler:
         task = asyncio.create_task(run.execute())
         self._active[operation_id] = (run, task)
         await task
-        if isinstance(run, OperationRun) and run.chunks:
+        if run.chunks:
             self.offer_chunks(run.chunks)
 
     async def _take_over(
@@ -526,8 +414,11 @@ class WorkScheduler:
     @property
     def active(self) -> list[UUID]:
         """Operations being processed right now (whole, or chunks of them)."""
-        found = (key[0] if isinstance(key, tuple) else key for key in self._active)
+        found = [*self._active, *(operation for operation, _ in self._chunks.runs)]
         return list(dict.fromkeys(found))
+
+    def _runs(self) -> list[tuple[Run, asyncio.Task[None]]]:
+        return [*self._active.values(), *self._chunks.runs.values()]
 
     async def stop(self) -> None:
         """Stop taking work, let running operations finish for up to the shutdown timeout,
@@ -537,16 +428,14 @@ class WorkScheduler:
         self._stopping = True
         for task in self._tasks:
             task.cancel()  # pollers and sweeper
-        for run, _ in self._active.values():
-            if isinstance(run, ChunkRun) and run.waiting:
-                run.stop(StopReason.SHUTDOWN)  # claimed ahead: hand it back without a row
-        running = [task for _, task in self._active.values()]
+        self._chunks.stop()  # no more claims; a chunk claimed ahead is handed back
+        running = [task for _, task in self._runs()]
         if running and self._config.shutdown_timeout > 0:
             await asyncio.wait(running, timeout=self._config.shutdown_timeout)
-        for run, task in list(self._active.values()):
+        for run, task in self._runs():
             if not task.done():
                 run.stop(StopReason.SHUTDOWN)
-        remaining = [task for _, task in self._active.values()]
+        remaining = [task for _, task in self._runs()]
         if remaining:
             await asyncio.gather(*remaining, return_exceptions=True)
         # Claims and turns that were starting as the stop came, then the pollers.
@@ -564,13 +453,6 @@ def _processing() -> contextvars.Context:
     context = contextvars.copy_context()
     context.run(enter_processing_lane)
     return context
-
-
-def _gave_up_chunk(index: int, limit: int) -> str:
-    return (
-        f"Processing of chunk {index} stopped more than {limit} times before it could finish "
-        "(its worker crashed or lost storage each time); the operation is not resumed again"
-    )
 
 
 def _gave_up(record: OperationRecord, limit: int) -> str:

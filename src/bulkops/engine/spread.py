@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from itertools import pairwise
 from time import perf_counter
 
 from bulkops.engine.resume import RowBatch
@@ -73,23 +74,20 @@ class Probe:
         return self.seconds / self.rows if self.rows else 0.0
 
     async def first(self) -> AsyncIterator[RowBatch]:
-        """Batches until the probe time or row limit is reached, cut at a boundary."""
+        """Batches until the probe time or row limit is reached, cut at a boundary. A batch
+        is handed out a piece at a time, from boundary to boundary, so that the probe ends
+        at the first boundary after its time, not at the end of a batch of slow rows."""
         self._started = perf_counter()
         async for batch in self._batches:
-            if self._over():
-                cut_at = next(
-                    (i for i, (raw, _) in enumerate(batch) if raw.number in self._boundaries),
-                    None,
-                )
-                if cut_at is not None:
-                    self._left = batch[cut_at:]
-                    self.next_row = batch[cut_at][0].number
-                    if cut_at:
-                        self.rows += cut_at
-                        yield batch[:cut_at]
+            starts = [i for i, (raw, _) in enumerate(batch) if raw.number in self._boundaries]
+            cuts = [0, *(i for i in starts if i > 0), len(batch)]
+            for begin, end in pairwise(cuts):
+                if begin in starts and self._over():
+                    self._left = batch[begin:]
+                    self.next_row = batch[begin][0].number
                     return
-            self.rows += len(batch)
-            yield batch
+                self.rows += end - begin
+                yield batch if end - begin == len(batch) else batch[begin:end]
 
     def ended(self) -> None:
         """The first rows ran (every one of them finished): the pace is known."""

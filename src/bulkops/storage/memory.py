@@ -429,10 +429,19 @@ class MemoryStore:
         now: datetime,
         stale_before: datetime,
         exclude: Collection[UUID] = (),
+        among: Collection[UUID] | None = None,
     ) -> ChunkRecord | None:
-        """Claim a Pending (or abandoned) chunk of a Running operation named in ``names``."""
+        """Claim a Pending (or abandoned) chunk of a Running operation named in ``names``
+        (not in ``exclude``, in ``among`` when given)."""
         found = self._claimable_chunks(names, stale_before)
-        chunk = next((c for c in found if c.operation_id not in exclude), None)
+        chunk = next(
+            (
+                c
+                for c in found
+                if c.operation_id not in exclude and (among is None or c.operation_id in among)
+            ),
+            None,
+        )
         if chunk is None:
             return None
         claimed = replace(

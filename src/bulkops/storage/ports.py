@@ -141,9 +141,11 @@ class ChunkStore(Protocol):
         now: datetime,
         stale_before: datetime,
         exclude: Collection[UUID] = (),
+        among: Collection[UUID] | None = None,
     ) -> ChunkRecord | None:
         """Claim one chunk of a Running operation whose name is in ``names`` (compared
-        case-insensitively) and whose id is not in ``exclude``: a Pending one, or a Running
+        case-insensitively) and whose id is not in ``exclude`` (and is in ``among``, when
+        given): a Pending one, or a Running
         one whose heartbeat is older than ``stale_before``. It becomes Running, held by
         ``worker_id`` (token incremented; ``resume_count`` too when it was taken from a
         stopped holder); a chunk of a higher-priority operation first, then of the oldest.

@@ -111,14 +111,17 @@ class ChunkMethods(SqlBase):
         now: datetime,
         stale_before: datetime,
         exclude: Collection[UUID] = (),
+        among: Collection[UUID] | None = None,
     ) -> ChunkRecord | None:
-        """Claim one Pending (or abandoned) chunk of a Running operation in ``names``,
-        of the highest priority first."""
-        if not names:
+        """Claim one Pending (or abandoned) chunk of a Running operation in ``names``
+        (not in ``exclude``, in ``among`` when given), of the highest priority first."""
+        if not names or (among is not None and not among):
             return None
         conditions = _claimable(names, stale_before)
         if exclude:
             conditions.append(_c.operation_id.not_in(sorted(exclude)))
+        if among is not None:
+            conditions.append(_c.operation_id.in_(sorted(among)))
         pick = (
             select(_c.operation_id, _c.chunk_index, _c.version, _c.state)
             .join(operations, _o.id == _c.operation_id)
