@@ -132,8 +132,8 @@ class ChunkRun(Run):
     ) -> tuple[RowHelper, Job] | None:
         """Queue the rows in the helper running the chunk before's, when they may run in
         one: it goes on with them the moment it is done with those, instead of waiting for
-        this run to learn of it and hand them over (6.6 ms a chunk on PostgreSQL, a sixth
-        of a 10,000-row chunk's time). A stop of the chunk before stops them there too."""
+        this run to learn of it and hand them over. A stop of the chunk before stops them
+        there too."""
         before = self._before
         if before is None or before.rows_done.is_set() or before.stop_reason is not None:
             return None
