@@ -285,6 +285,11 @@ class Runtime:
             ),
         )
 
+    def processing_active(self) -> bool:
+        """Whether this process is processing rows now (it wrote to SQL storage for them
+        within the last second; always false on in-memory storage)."""
+        return self._database is not None and self._database.processing.active()
+
     async def start(self) -> None:
         """Run orphaned-step recovery when enabled, then start background processing (a
         no-op for an API-only instance)."""

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
+from bulkops.api.admission import ReadAdmission, ReadAdmissionMiddleware
 from bulkops.api.auth import AccessControl, UserResolver
 from bulkops.api.auth.middleware import OPENAPI_URL, AccessMiddleware
 from bulkops.api.deps import operation_in_scope
@@ -62,12 +63,14 @@ def create_app(
     registry = build_registry(operations, settings)
     access = AccessControl.from_settings(settings, user_resolver=user_resolver)
     metrics = Metrics()
+    admission = ReadAdmission()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.open(settings, registry, role=settings.role, metrics=metrics)
         app.state.runtime = runtime
         app.state.signals = runtime.signals  # the programmatic SignalService
+        admission.watch(runtime.processing_active)
         try:
             await runtime.start()
             yield
@@ -87,6 +90,7 @@ def create_app(
         dependencies=[Depends(operation_in_scope)],
     )
     app.state.access = access
+    app.state.admission = admission
     install_error_handlers(app)
     routes_in_order = (
         discovery,
@@ -105,6 +109,9 @@ def create_app(
     install_openapi(app, registry, access)
     if access.enabled:
         app.add_middleware(AccessMiddleware, access=access)
+    # Reads wait for their turn while processing is active (``api.admission``); inside the
+    # request metrics, so a read's wait counts in its latency.
+    app.add_middleware(ReadAdmissionMiddleware, admission=admission)
     # Outside access control, so refused requests (401, 403) are counted too.
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     if settings.cors_origins:

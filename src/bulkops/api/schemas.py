@@ -19,6 +19,7 @@ from bulkops.storage.records import (
 from bulkops.storage.states import ErrorType, OperationStatus, RowState
 
 ItemT = TypeVar("ItemT")
+_ABSENT = object()
 
 # "Has a character that is not whitespace", where whitespace is exactly what Python's
 # str.strip() removes (which is more than JSON Schema's \s), so the schema says what the
@@ -34,7 +35,14 @@ class Schema(BaseModel):
     @classmethod
     def from_record(cls, source: object) -> Self:
         """Map a stored record, view or descriptor whose attributes carry the same names."""
-        return cls.model_validate(source, from_attributes=True)
+        # The fields' values gathered here, then validated as a mapping: pydantic reads
+        # an object's attributes about twice as slowly (a list page maps 20 records).
+        values = {}
+        for name in cls.model_fields:
+            value = getattr(source, name, _ABSENT)
+            if value is not _ABSENT:
+                values[name] = value
+        return cls.model_validate(values, from_attributes=True)
 
 
 class ErrorBody(Schema):

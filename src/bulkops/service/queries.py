@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -152,10 +153,16 @@ class QueryService:
         page_size: int | None,
         **filters: Any,
     ) -> Page[RowRecord]:
-        await self.get(operation_id)  # NotFound for an unknown operation
         number, size = clamp_paging(page, page_size)
         query = RowQuery(operation_id=operation_id, page=number, page_size=size, **filters)
-        return await self._rows.page(query)
+        # The page and the operation's look-up run at once (on SQLite, on two threads): a
+        # read of an unknown operation finds no rows, and answers NotFound all the same.
+        known = asyncio.ensure_future(self.get(operation_id))
+        try:
+            found = await self._rows.page(query)
+        finally:
+            await known  # NotFound for an unknown operation
+        return found
 
     async def file(self, operation_id: UUID) -> tuple[OperationRecord, AsyncIterator[bytes]]:
         """The record and a stream of the original file's bytes."""

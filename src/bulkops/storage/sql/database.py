@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 
 from bulkops.errors import StorageError, StorageUnavailable
-from bulkops.storage.lanes import in_processing_lane
+from bulkops.storage.lanes import LaneActivity, in_processing_lane
 from bulkops.storage.sql.dialect import Dialect
 from bulkops.storage.sql.pages import PageCounts
 from bulkops.storage.sql.postgres import PostgresDialect, configure_postgres
@@ -428,6 +428,8 @@ class Database:
         self.dialect: Dialect = SqliteDialect(self) if sqlite_path else PostgresDialect(self)
         # What page reads of this database keep between reads (counts of rows).
         self.page_counts = PageCounts()
+        # When processing last wrote here (the API holds its reads back meanwhile).
+        self.processing = LaneActivity()
 
     @asynccontextmanager
     async def _local_write_turn(self) -> AsyncIterator[None]:
@@ -504,6 +506,7 @@ class Database:
         """
         if self._closed or self._writer is None:
             raise StorageError("the database is closed")
+        self.processing.note()
         if self._group is None:
             self._group = _WriteGroup(self._writer, self._local_write_turn)
         try:
@@ -531,6 +534,8 @@ class Database:
     async def _transaction(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
         if self._closed:
             raise StorageError("the database is closed")
+        if write:
+            self.processing.note()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if write:

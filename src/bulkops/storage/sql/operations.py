@@ -10,6 +10,7 @@ from uuid import UUID
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     and_,
     func,
     literal,
@@ -143,9 +144,15 @@ class OperationMethods(SqlBase):
             .limit(query.page_size)
             .offset((query.page - 1) * query.page_size)
         )
-        total, rows = await self._db.read_core(count_and_rows(count, items))
+        counted = count_and_rows(count, items)
+
+        def read(conn: Connection) -> tuple[int, builtins.list[OperationRecord]]:
+            total, rows = counted(conn)  # decoded on the reading thread, off the loop
+            return total, [operation_from_row(row) for row in rows]
+
+        total, records = await self._db.read_core(read)
         return Page(
-            items=[operation_from_row(row) for row in rows],
+            items=records,
             total_count=total,
             page=query.page,
             page_size=query.page_size,
