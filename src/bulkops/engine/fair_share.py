@@ -359,8 +359,8 @@ def pick(
 
 
 class Turn:
-    """A run of rows one at a time: it keeps one slot across rows while nobody else waits,
-    and passes it on after ``QUANTUM`` seconds when others do."""
+    """The slot of a run whose rows go one at a time: the run keeps it across rows while
+    nobody else waits, and passes it on after ``QUANTUM`` seconds when others do."""
 
     def __init__(self, share: FairShare, claimant: Claimant) -> None:
         self._share = share
@@ -444,7 +444,7 @@ class SharedSlots(Slots):
 
 
 class TurnSlots(Slots):
-    """The one slot of a run of rows one at a time, as ``Slots``: a row waiting for a
+    """The one slot of a run whose rows go one at a time, as ``Slots``: a row waiting for a
     rate-limit permit gives the run's turn up meanwhile (``Pacer``)."""
 
     def __init__(self, turn: Turn) -> None:
