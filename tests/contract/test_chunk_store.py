@@ -114,6 +114,38 @@ async def test_a_chunk_whose_holder_stopped_is_claimed_again(
     assert await chunks.end_chunk(op.id, 0, "gone", done=True) is None
 
 
+async def test_a_live_holders_chunk_is_taken_only_past_its_longer_bound(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
+    await split_operation(stores, make_operation, parts=2)
+    chunks = chunks_of(stores)
+    late = NOW - timedelta(minutes=2)  # stale by FRESH, not by the live holders' bound
+    live = await chunks.claim_chunk(["import-users"], "busy", late, late)
+    dead = await chunks.claim_chunk(["import-users"], "gone", late, late)
+    assert live is not None and dead is not None and live.index != dead.index
+    patient = NOW - timedelta(minutes=5)
+    alive = {"busy", "other"}
+
+    assert await chunks.chunk_work(["import-users"], FRESH, alive, patient) == 1
+    taken = await chunks.claim_chunk(
+        ["import-users"], "w1", NOW, FRESH, alive=alive, alive_before=patient
+    )
+    assert taken is not None and taken.index == dead.index and taken.resume_count == 1
+    assert await chunks.chunk_work(["import-users"], FRESH, alive, patient) == 0
+    kept = await chunks.claim_chunk(
+        ["import-users"], "w2", NOW, FRESH, alive=alive, alive_before=patient
+    )
+    assert kept is None  # its holder is alive: its heartbeat is late, not stopped
+    assert await chunks.claim_chunk(["import-users"], "w2", NOW, FRESH, alive=alive) is None
+
+    hung = NOW - timedelta(minutes=1)  # a bound its heartbeat is older than: hung
+    assert await chunks.chunk_work(["import-users"], FRESH, alive, hung) == 1
+    over = await chunks.claim_chunk(
+        ["import-users"], "w2", NOW, FRESH, alive=alive, alive_before=hung
+    )
+    assert over is not None and over.index == live.index and over.worker_id == "w2"
+
+
 async def test_ending_chunks_counts_those_left_and_finds_finished_splits(
     stores: Stores, make_operation: MakeOperation
 ) -> None:

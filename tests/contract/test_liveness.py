@@ -1,7 +1,7 @@
-"""Liveness against memory, SQLite and PostgreSQL: which holders are certainly dead, and
-voiding the heartbeats of what they hold. Memory knows no death (one process); SQLite
-knows a process of this host that no longer runs; PostgreSQL a marked holder whose
-advisory lock no session holds."""
+"""Liveness against memory, SQLite and PostgreSQL: which holders are certainly dead or
+certainly alive, and voiding the heartbeats of what they hold. Memory knows neither (one
+process); SQLite knows a process of this host that no longer runs, or runs; PostgreSQL a
+marked holder whose advisory lock no session holds, or a session holds."""
 
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ async def test_a_holder_known_dead_is_found_and_its_work_abandoned_at_once(
 
     found = await liveness.dead()
 
+    assert await liveness.alive() == set()
     if stores.kind == "memory":
         assert found == set()  # one process: nothing to know beyond the heartbeat
         return
@@ -70,11 +71,15 @@ async def test_a_live_holder_is_not_dead(
         while alive in await liveness.dead():
             assert asyncio.get_running_loop().time() < deadline, "the lock was never taken"
             await asyncio.sleep(0.05)
+        known = await liveness.alive()
     finally:
         keeping.cancel()
         await asyncio.gather(keeping, return_exceptions=True)
+    # Known alive where storage can know it: its work is not taken on its heartbeat alone.
+    assert known == (set() if stores.kind == "memory" else {alive})
     if stores.kind == "postgres":  # its session ended with the task: known dead at once
         assert alive in await liveness.dead()
+        assert await liveness.alive() == set()
 
 
 async def test_unmarked_holders_on_other_hosts_are_left_to_their_heartbeat(
@@ -85,3 +90,4 @@ async def test_unmarked_holders_on_other_hosts_are_left_to_their_heartbeat(
     )
     await stores.operations.add(record)
     assert await liveness.dead() == set()
+    assert await liveness.alive() == set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -15,12 +16,19 @@ import pytest
 from bulkops.clock import utcnow
 from bulkops.definition import Registry
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
-from bulkops.engine.scheduler import SchedulerConfig, WorkScheduler
+from bulkops.engine.scheduler import ALIVE_PATIENCE, SchedulerConfig, WorkScheduler
 from bulkops.errors import StorageUnavailable
 from bulkops.storage import lifecycle
 from bulkops.storage.files import open_file_store
+from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.memory import MemoryEventStore, MemoryStore
-from bulkops.storage.records import Fence, OperationRecord, ProgressDelta, RowRecord
+from bulkops.storage.records import (
+    ChunkRecord,
+    Fence,
+    OperationRecord,
+    ProgressDelta,
+    RowRecord,
+)
 from bulkops.storage.states import EventType, OperationStatus, RowState
 from tests.unit.test_engine import RUNS, Count, add_operation
 
@@ -142,6 +150,94 @@ async def test_a_holder_that_renews_its_heartbeat_keeps_its_operation(stores: St
 
     assert (await status_of(stores, record.id)).worker_id == "gone"
     assert RUNS == []
+
+
+class KnownAlive(NoLiveness):
+    """Liveness that knows ``holders`` alive (or cannot answer, ``failing``)."""
+
+    def __init__(self, *holders: str, failing: bool = False) -> None:
+        self.holders = set(holders)
+        self.failing = failing
+
+    async def alive(self) -> set[str]:
+        if self.failing:
+            raise StorageUnavailable("database read failed: OperationalError: connection lost")
+        return set(self.holders)
+
+
+async def held(stores: Stores, holder: str, silent: float) -> OperationRecord:
+    """An operation held by ``holder``, whose last heartbeat was ``silent`` seconds ago."""
+    record = await add_operation(stores, rows=2)
+    claimed = await stores.operations.apply(
+        lifecycle.claim(record, holder, utcnow() - timedelta(seconds=silent))
+    )
+    assert claimed is not None
+    return claimed
+
+
+@pytest.mark.parametrize("failing", [False, True])
+async def test_a_holder_known_alive_keeps_its_operation_past_an_aged_heartbeat(
+    stores: Stores, failing: bool
+) -> None:
+    # abandon_after 10 s: the live holder's 60 s old heartbeat is stale, but within
+    # ALIVE_PATIENCE; the hung one's is past it, the dead one's is stale.
+    late = await held(stores, "busy", silent=60)
+    hung = await held(stores, "hung", silent=ALIVE_PATIENCE * 10 + 60)
+    dead = await held(stores, "gone", silent=60)
+    live = replace(stores, liveness=KnownAlive("busy", "hung", failing=failing))
+    worker = scheduler(live, "w1", abandon_after=10, scan_interval=3600)
+    await worker.start()  # the first scan only suspects
+    await worker.scan_abandoned()  # the second takes over
+
+    async def completed(record: OperationRecord) -> bool:
+        return (await status_of(stores, record.id)).status is OperationStatus.COMPLETED
+
+    await until(lambda: completed(dead), "the dead holder's operation to be resumed")
+    await until(lambda: completed(hung), "the hung holder's operation to be resumed")
+    if failing:  # storage cannot say it is alive: the heartbeat decides
+        await until(lambda: completed(late), "the late holder's operation to be resumed")
+    await worker.wait_idle()
+    await worker.stop()
+
+    kept = await status_of(stores, late.id)
+    if not failing:
+        assert (kept.status, kept.worker_id, kept.resume_count) == (
+            OperationStatus.RUNNING,
+            "busy",
+            0,
+        )
+
+
+@pytest.mark.parametrize("failing", [False, True])
+async def test_a_holder_known_alive_keeps_its_chunk_past_an_aged_heartbeat(
+    stores: Stores, failing: bool
+) -> None:
+    record = await held(stores, "w0", silent=0)
+    parts = [ChunkRecord(record.id, i, 1 + i, 1, -1) for i in range(2)]
+    split = await stores.chunks.split(lifecycle.split(record, 2, 2, utcnow()), parts)
+    assert split is not None
+    late = utcnow() - timedelta(seconds=60)  # stale by abandon_after 10 s; within patience
+    for holder in ("busy", "gone"):
+        assert await stores.chunks.claim_chunk(["count"], holder, late, late) is not None
+    live = replace(stores, liveness=KnownAlive("busy", failing=failing))
+    worker = scheduler(live, "w1", abandon_after=10, scan_interval=3600)
+    await worker.start()
+
+    async def resumed(index: int) -> bool:
+        chunk = await stores.chunks.get_chunk(record.id, index)
+        return chunk is not None and chunk.resume_count == 1
+
+    await worker.poll_chunks()
+    await until(lambda: resumed(1), "the dead holder's chunk to be resumed")
+    if failing:  # storage cannot say it is alive: the heartbeat decides
+        await until(lambda: resumed(0), "the late holder's chunk to be resumed")
+    await worker.wait_idle()
+    await worker.stop()
+
+    kept = await stores.chunks.get_chunk(record.id, 0)
+    assert kept is not None
+    if not failing:
+        assert (kept.worker_id, kept.resume_count) == ("busy", 0)
 
 
 async def test_an_operation_that_keeps_stopping_its_workers_is_failed(stores: Stores) -> None:

@@ -19,6 +19,9 @@ priority first, then oldest). ``ChunkClaims`` decides the claims of one process:
   decided; when its run ends the share decides afresh. An operation alone, or beside runs
   that leave slots free, is never run more than one chunk at a time this way.
 
+A chunk whose holder storage knows alive (``LiveHolders``) is not taken over on the age of
+its heartbeat alone, only once it is older than the longer bound those holders get.
+
 It promises that a chunk it claims is run to its end, handed back (``end_chunk`` not done:
 on a stop, or when the operation is no longer Running), left for another process to resume
 (storage lost), or ends its operation as Failed (resumed more than ``max_resumes`` times);
@@ -30,9 +33,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from bulkops.clock import utcnow
@@ -55,11 +58,20 @@ MAX_CHUNK_TURNS = 256
 LOOK_AGAIN = 0.5
 
 
+class LiveHolders(NamedTuple):
+    """Holders storage knows alive now, and how old a heartbeat of theirs must be before
+    their work is taken over all the same (a hung process must lose it in the end)."""
+
+    ids: frozenset[str]
+    before: datetime
+
+
 class ChunkClaims:
     """The chunk claims of one process: its turns, claim-ahead, and runs to equalize.
 
     ``begin`` starts a coroutine as the scheduler's work (so the scheduler knows when it is
-    idle); ``stale_before`` says which heartbeats are abandoned now.
+    idle); ``stale_before`` says which heartbeats are abandoned now, ``live`` which holders
+    keep their chunks past that.
     """
 
     def __init__(
@@ -68,12 +80,14 @@ class ChunkClaims:
         *,
         max_resumes: int,
         stale_before: Callable[[], datetime],
+        live: Callable[[], Awaitable[LiveHolders]],
         begin: Callable[[Coroutine[Any, Any, None]], None],
     ) -> None:
         self._processor = processor
         self._worker_id = processor.config.worker_id
         self._max_resumes = max_resumes
         self._stale_before = stale_before
+        self._live = live
         self._begin = begin
         # Chunk runs in progress here, by (operation id, chunk index).
         self.runs: dict[tuple[UUID, int], tuple[ChunkRun, asyncio.Task[None]]] = {}
@@ -122,7 +136,10 @@ class ChunkClaims:
         """Start turns for the chunks any process could claim now (Pending or abandoned)."""
         if self._turns >= MAX_CHUNK_TURNS:
             return
-        waiting = await self._processor.stores.chunks.chunk_work(self.names, self._stale_before())
+        live = await self._live()
+        waiting = await self._processor.stores.chunks.chunk_work(
+            self.names, self._stale_before(), live.ids, live.before
+        )
         self.found(waiting)
 
     def stop(self) -> None:
@@ -174,6 +191,7 @@ class ChunkClaims:
     async def _claim(
         self, exclude: set[UUID] | None = None, among: list[UUID] | None = None
     ) -> ChunkRecord | None:
+        live = await self._live()
         return await self._processor.stores.chunks.claim_chunk(
             self.names,
             self._worker_id,
@@ -181,6 +199,8 @@ class ChunkClaims:
             self._stale_before(),
             exclude=exclude or (),
             among=among,
+            alive=live.ids,
+            alive_before=live.before,
         )
 
     async def _process(

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
-from bulkops.engine.chunk_claims import ChunkClaims
+from bulkops.engine.chunk_claims import ChunkClaims, LiveHolders
 from bulkops.engine.chunks import end_split
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.processor import OperationRun, Processor
@@ -37,6 +38,11 @@ _PICKUP_BATCH = 1000
 # have answered that long since an outage): a process whose liveness lock went with a
 # dropped connection takes it again well within it.
 CONFIRM_DEATH = 2.0
+# A holder storage knows alive (``Liveness.alive``) keeps its work until its heartbeat is
+# this many times ``abandon_after`` old: a loaded machine delays a live heartbeat past
+# ``abandon_after``, not past this; a hung process (its lock or process id still standing)
+# loses its work after it.
+ALIVE_PATIENCE = 10
 # Operations a process works on at once at most: a bound against a runaway (open files,
 # heartbeats, connections), far above what its row slots can keep busy; the rest wait here
 # in order.
@@ -103,6 +109,11 @@ class WorkScheduler:
     Abandoned operations (held, but their holder's heartbeat stopped) are resumed: an
     operation seen abandoned at two scans in a row with the same heartbeat is taken over,
     so a holder that was only cut off from storage for a while renews its heartbeat first.
+    The work, operation or chunk, of a holder storage knows alive (``Liveness.alive``) is
+    not taken over on its heartbeat's age alone: only once that is ``ALIVE_PATIENCE`` times
+    ``abandon_after`` (and where storage knows nothing, or cannot answer, the heartbeat
+    decides as for any holder). What storage knows is looked at again at every scan and
+    before a claim of chunks once it is a scan interval old.
     """
 
     def __init__(self, processor: Processor, config: SchedulerConfig) -> None:
@@ -123,6 +134,7 @@ class WorkScheduler:
             processor,
             max_resumes=config.max_resumes,
             stale_before=self._stale_before,
+            live=self._live_holders,
             begin=self._begin,
         )
         self._wake = asyncio.Event()  # a wake-up notice asked to look for work
@@ -133,6 +145,9 @@ class WorkScheduler:
         # Holders storage found dead, and when first (monotonic seconds).
         self._dying: dict[str, float] = {}
         self._rechecking: asyncio.Task[None] | None = None
+        # Holders storage knew alive at its last answer, and when (monotonic seconds).
+        self._alive: frozenset[str] = frozenset()
+        self._alive_at = -math.inf
         self._keeping: asyncio.Task[None] | None = None  # keeps this process known alive
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -240,17 +255,39 @@ class WorkScheduler:
         after = self._config.abandon_after
         return utcnow() - timedelta(seconds=after + self._outages.excused(after))
 
+    async def _live_holders(self, *, afresh: bool = False) -> LiveHolders:
+        """The holders storage knows alive (asked again when ``afresh`` or a scan interval
+        after its last answer; none when it cannot answer), and how old their heartbeats
+        must be for their work to be taken over all the same."""
+        after = self._config.abandon_after
+        patience = ALIVE_PATIENCE * after
+        before = utcnow() - timedelta(seconds=patience + self._outages.excused(after))
+        if afresh or time.monotonic() - self._alive_at >= self._config.scan_interval:
+            try:
+                found = await self._processor.stores.liveness.alive()
+            except StorageError:
+                log.debug("Could not learn which holders are alive", exc_info=True)
+                self._alive, self._alive_at = frozenset(), -math.inf
+            else:
+                self._alive, self._alive_at = frozenset(found), time.monotonic()
+        return LiveHolders(self._alive, before)
+
     async def scan_abandoned(self) -> None:
         """Queue the abandoned operations seen at this scan and the one before (or at once
-        when their holder is dead), and end split operations whose last chunk's worker
-        stopped before it could."""
+        when their holder is dead), but not those of holders known alive until their
+        heartbeat is older than ``ALIVE_PATIENCE`` allows, and end split operations whose
+        last chunk's worker stopped before it could."""
         await self._end_finished_splits()
         dead = await self._find_dead()
+        live = await self._live_holders(afresh=True)
         stale_before = self._stale_before()
         seen: dict[UUID, datetime | None] = {}
         for record in await self._operations.abandoned(stale_before, _PICKUP_BATCH):
             if not self._serves(record) or record.id in self._active:
                 continue
+            beat = record.heartbeat_at
+            if record.worker_id in live.ids and beat is not None and beat >= live.before:
+                continue  # alive: its heartbeat is late, not stopped
             seen[record.id] = record.heartbeat_at
             if record.worker_id in dead or (
                 record.id in self._suspects and self._suspects[record.id] == record.heartbeat_at

@@ -6,7 +6,7 @@ from collections.abc import Collection
 
 
 class NoLiveness:
-    """``Liveness`` that knows no death: the heartbeat alone decides."""
+    """``Liveness`` that knows neither death nor life: the heartbeat alone decides."""
 
     def mark(self, worker_id: str) -> str:
         """The id unchanged."""
@@ -17,6 +17,10 @@ class NoLiveness:
 
     async def dead(self) -> set[str]:
         """None known."""
+        return set()
+
+    async def alive(self) -> set[str]:
+        """None known: the heartbeat alone decides."""
         return set()
 
     async def expire(self, worker_ids: Collection[str]) -> None:

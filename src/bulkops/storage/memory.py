@@ -406,7 +406,11 @@ class MemoryStore:
         return stored
 
     def _claimable_chunks(
-        self, names: Collection[str], stale_before: datetime
+        self,
+        names: Collection[str],
+        stale_before: datetime,
+        alive: Collection[str] = (),
+        alive_before: datetime | None = None,
     ) -> Iterator[ChunkRecord]:
         wanted = {name.casefold() for name in names}
         for operation in _first_in_line(self._operations.values()):
@@ -416,7 +420,12 @@ class MemoryStore:
             ):
                 continue
             for chunk in self._chunks.get(operation.id, {}).values():
-                stale = (chunk.heartbeat_at or _EPOCH) < stale_before
+                beat = chunk.heartbeat_at or _EPOCH
+                stale = beat < stale_before and (
+                    chunk.worker_id not in alive
+                    or chunk.heartbeat_at is None
+                    or (alive_before is not None and beat < alive_before)
+                )
                 if chunk.state is ChunkState.PENDING or (
                     chunk.state is ChunkState.RUNNING and stale
                 ):
@@ -430,10 +439,12 @@ class MemoryStore:
         stale_before: datetime,
         exclude: Collection[UUID] = (),
         among: Collection[UUID] | None = None,
+        alive: Collection[str] = (),
+        alive_before: datetime | None = None,
     ) -> ChunkRecord | None:
         """Claim a Pending (or abandoned) chunk of a Running operation named in ``names``
         (not in ``exclude``, in ``among`` when given)."""
-        found = self._claimable_chunks(names, stale_before)
+        found = self._claimable_chunks(names, stale_before, alive, alive_before)
         chunk = next(
             (
                 c
@@ -455,9 +466,15 @@ class MemoryStore:
         self._chunks[chunk.operation_id][chunk.index] = claimed
         return claimed
 
-    async def chunk_work(self, names: Collection[str], stale_before: datetime) -> int:
+    async def chunk_work(
+        self,
+        names: Collection[str],
+        stale_before: datetime,
+        alive: Collection[str] = (),
+        alive_before: datetime | None = None,
+    ) -> int:
         """How many chunks could be claimed now."""
-        return sum(1 for _ in self._claimable_chunks(names, stale_before))
+        return sum(1 for _ in self._claimable_chunks(names, stale_before, alive, alive_before))
 
     async def get_chunk(self, operation_id: UUID, index: int) -> ChunkRecord | None:
         """One chunk, or None."""

@@ -142,18 +142,28 @@ class ChunkStore(Protocol):
         stale_before: datetime,
         exclude: Collection[UUID] = (),
         among: Collection[UUID] | None = None,
+        alive: Collection[str] = (),
+        alive_before: datetime | None = None,
     ) -> ChunkRecord | None:
         """Claim one chunk of a Running operation whose name is in ``names`` (compared
         case-insensitively) and whose id is not in ``exclude`` (and is in ``among``, when
-        given): a Pending one, or a Running
-        one whose heartbeat is older than ``stale_before``. It becomes Running, held by
+        given): a Pending one, or a Running one whose heartbeat is void or older than
+        ``stale_before`` - older than ``alive_before`` too when its holder is in ``alive``
+        (holders known alive: their chunks are not taken on the age of a heartbeat alone;
+        ``alive_before`` None: never on its age). It becomes Running, held by
         ``worker_id`` (token incremented; ``resume_count`` too when it was taken from a
         stopped holder); a chunk of a higher-priority operation first, then of the oldest.
         Concurrent claimers never get the same chunk. None when there is
         none."""
 
-    async def chunk_work(self, names: Collection[str], stale_before: datetime) -> int:
-        """How many chunks ``claim_chunk`` could claim now."""
+    async def chunk_work(
+        self,
+        names: Collection[str],
+        stale_before: datetime,
+        alive: Collection[str] = (),
+        alive_before: datetime | None = None,
+    ) -> int:
+        """How many chunks ``claim_chunk`` could claim now (with the same ``alive``)."""
 
     async def get_chunk(self, operation_id: UUID, index: int) -> ChunkRecord | None:
         """One chunk, or None."""
@@ -369,7 +379,9 @@ class Liveness(Protocol):
     one, however certain its death. Where storage can know a process is gone (PostgreSQL
     drops the session, and its locks, of a process that died; on one host a process id
     that no longer runs), its work is taken over at once. Where it cannot, ``dead``
-    finds nothing and the heartbeat decides.
+    finds nothing and the heartbeat decides. The other way round, a holder storage knows
+    alive (its lock held, its process running: ``alive``) keeps its work past an aged
+    heartbeat, for a bounded while (the scheduler's ``ALIVE_PATIENCE``).
     """
 
     def mark(self, worker_id: str) -> str:
@@ -381,6 +393,11 @@ class Liveness(Protocol):
 
     async def dead(self) -> set[str]:
         """Workers holding an operation or a chunk that are certainly no longer alive."""
+
+    async def alive(self) -> set[str]:
+        """Workers holding an operation or a chunk that are certainly alive now: their work
+        is not taken over on the age of a heartbeat alone (a loaded machine delays live
+        heartbeats). Holders it knows nothing of are left out, and the heartbeat decides."""
 
     async def expire(self, worker_ids: Collection[str]) -> None:
         """Void the heartbeats of what ``worker_ids`` hold, so it is abandoned now."""

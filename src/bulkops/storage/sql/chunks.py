@@ -11,7 +11,17 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, RowMapping, and_, exists, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    RowMapping,
+    and_,
+    exists,
+    func,
+    not_,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.lifecycle import OperationChange
@@ -56,16 +66,24 @@ def chunk_from_row(row: RowMapping) -> ChunkRecord:
     )
 
 
-def _claimable(names: Collection[str], stale_before: datetime) -> list[ColumnElement[bool]]:
+def _claimable(
+    names: Collection[str],
+    stale_before: datetime,
+    alive: Collection[str] = (),
+    alive_before: datetime | None = None,
+) -> list[ColumnElement[bool]]:
+    stale: ColumnElement[bool] = _c.heartbeat_at < stale_before
+    if alive:
+        spared = and_(_c.worker_id.is_not(None), _c.worker_id.in_(sorted(alive)))
+        if alive_before is not None:
+            spared = and_(spared, _c.heartbeat_at >= alive_before)
+        stale = and_(stale, not_(spared))
     return [
         _o.status == OperationStatus.RUNNING,
         func.lower(_o.operation_name).in_(sorted({name.casefold() for name in names})),
         or_(
             _c.state == ChunkState.PENDING,
-            and_(
-                _c.state == ChunkState.RUNNING,
-                or_(_c.heartbeat_at.is_(None), _c.heartbeat_at < stale_before),
-            ),
+            and_(_c.state == ChunkState.RUNNING, or_(_c.heartbeat_at.is_(None), stale)),
         ),
     ]
 
@@ -112,12 +130,14 @@ class ChunkMethods(SqlBase):
         stale_before: datetime,
         exclude: Collection[UUID] = (),
         among: Collection[UUID] | None = None,
+        alive: Collection[str] = (),
+        alive_before: datetime | None = None,
     ) -> ChunkRecord | None:
         """Claim one Pending (or abandoned) chunk of a Running operation in ``names``
         (not in ``exclude``, in ``among`` when given), of the highest priority first."""
         if not names or (among is not None and not among):
             return None
-        conditions = _claimable(names, stale_before)
+        conditions = _claimable(names, stale_before, alive, alive_before)
         if exclude:
             conditions.append(_c.operation_id.not_in(sorted(exclude)))
         if among is not None:
@@ -155,7 +175,13 @@ class ChunkMethods(SqlBase):
                 return None
             return await _fetch(conn, operation_id, index)
 
-    async def chunk_work(self, names: Collection[str], stale_before: datetime) -> int:
+    async def chunk_work(
+        self,
+        names: Collection[str],
+        stale_before: datetime,
+        alive: Collection[str] = (),
+        alive_before: datetime | None = None,
+    ) -> int:
         """How many chunks could be claimed now."""
         if not names:
             return 0
@@ -163,7 +189,7 @@ class ChunkMethods(SqlBase):
             select(func.count())
             .select_from(chunks)
             .join(operations, _o.id == _c.operation_id)
-            .where(*_claimable(names, stale_before))
+            .where(*_claimable(names, stale_before, alive, alive_before))
         )
         async with self._db.read() as conn:
             return int((await conn.execute(stmt)).scalar_one())

@@ -4,12 +4,16 @@ PostgreSQL: each processing process holds a session-level advisory lock, keyed b
 worker id, on a connection of its own. The server releases it when the session ends, and
 it ends when the process dies (its socket closes). A holder whose lock nobody holds is
 dead; a lock lost with a connection (the process alive) is taken again within
-``RETAKE_DELAY``, and callers confirm a death over a longer time than that. Only ids marked
+``RETAKE_DELAY``, and callers confirm a death over a longer time than that. A holder whose
+lock a session holds is alive (a session the server has not yet seen end, of a host that
+vanished, counts as alive: callers bound how long that spares its work). Only ids marked
 ``+live`` are judged, so a process that never took a lock is left to its heartbeat.
 
-SQLite: every process sharing the file runs on one host. A holder whose id names this host
-and a process id that no longer runs is dead (a process id that runs again, reused, is
-taken for alive: the heartbeat decides then).
+SQLite: every process sharing the file runs on one host. A holder whose id
+(``host:pid:...``) names this host and a process id that no longer runs is dead; one whose
+process id runs is alive (a process id reused by another process is taken for alive too:
+callers bound how long that spares its work). Holders of other hosts are left to their
+heartbeat.
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ RETAKE_DELAY = 0.25  # seconds between tries to take the lock again after losing
 _CHECK = 1.0  # seconds between checks that the lock's session still stands
 
 _TAKE = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"
-_DEAD = f"""
+_HOLDERS_BY_LOCK = f"""
 SELECT h.worker_id FROM (
     SELECT worker_id FROM operations WHERE status = ANY(%s) AND worker_id IS NOT NULL
     UNION SELECT worker_id FROM chunks WHERE state = %s AND worker_id IS NOT NULL
 ) AS h
-WHERE h.worker_id LIKE '%%{MARK}' AND NOT EXISTS (
+WHERE h.worker_id LIKE '%%{MARK}' AND {{held}} EXISTS (
     SELECT 1 FROM pg_locks AS l
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -51,6 +55,8 @@ WHERE h.worker_id LIKE '%%{MARK}' AND NOT EXISTS (
       AND l.objid = (hashtext(h.worker_id)::bigint & 4294967295)::oid
 )
 """
+_DEAD = _HOLDERS_BY_LOCK.format(held="NOT")
+_ALIVE = _HOLDERS_BY_LOCK.format(held="")
 _HELD = sorted(status.value for status in HELD_STATUSES)
 
 
@@ -68,6 +74,10 @@ class SqlLiveness:
         """Nothing to keep."""
 
     async def dead(self) -> set[str]:
+        """None known."""
+        return set()
+
+    async def alive(self) -> set[str]:
         """None known."""
         return set()
 
@@ -101,33 +111,41 @@ class SqlLiveness:
 
 
 class SqliteLiveness(SqlLiveness):
-    """Dead: a holder of this host whose process id no longer runs."""
+    """Dead: a holder of this host whose process id no longer runs; alive: one whose
+    process id runs."""
 
     async def dead(self) -> set[str]:
         """Holders of this host whose process is gone."""
         host = socket.gethostname()
-        return {worker for worker in await self._holder_ids() if _gone(worker, host)}
+        return {worker for worker in await self._holder_ids() if _runs(worker, host) is False}
+
+    async def alive(self) -> set[str]:
+        """Holders of this host whose process runs."""
+        host = socket.gethostname()
+        return {worker for worker in await self._holder_ids() if _runs(worker, host)}
 
 
-def _gone(worker_id: str, host: str) -> bool:
-    """Whether ``worker_id`` (``host:pid:...``) names a process of ``host`` that is gone."""
+def _runs(worker_id: str, host: str) -> bool | None:
+    """Whether ``worker_id`` (``host:pid:...``) names a process of ``host`` that runs; None
+    when it names no process of ``host``."""
     parts = worker_id.split(":")
     if len(parts) < 3 or parts[0] != host or not parts[1].isdigit():
-        return False
+        return None
     pid = int(parts[1])
     if pid == os.getpid():
-        return False
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return False
     except PermissionError:
-        return False  # it runs, as another user
-    return False
+        return True  # it runs, as another user
+    return True
 
 
 class PostgresLiveness(SqlLiveness):
-    """Dead: a marked holder whose advisory lock no session holds."""
+    """Dead: a marked holder whose advisory lock no session holds; alive: one whose lock a
+    session holds."""
 
     def __init__(self, database: Database, url: str) -> None:
         super().__init__(database)
@@ -158,6 +176,12 @@ class PostgresLiveness(SqlLiveness):
         """Marked holders whose lock no session holds."""
         async with self._db.read() as conn:
             found = await conn.exec_driver_sql(_DEAD, (_HELD, ChunkState.RUNNING.value))
+            return {row[0] for row in found}
+
+    async def alive(self) -> set[str]:
+        """Marked holders whose lock a session holds."""
+        async with self._db.read() as conn:
+            found = await conn.exec_driver_sql(_ALIVE, (_HELD, ChunkState.RUNNING.value))
             return {row[0] for row in found}
 
 
