@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-BUSY_READS = 2  # reads handled at once while processing is active
-MAX_WAIT = 0.04  # seconds a read waits for its turn at most
+BUSY_READS = 1  # reads handled at once while processing is active
+MAX_WAIT = 0.06  # seconds a read waits for its turn at most
 READ_METHODS = frozenset({"GET", "HEAD"})
 
 
