@@ -36,6 +36,7 @@ from bulkops.storage.records import (
     RetryStart,
     RowQuery,
     RowRecord,
+    RowWrite,
     StoredFile,
     WaitOutcome,
 )
@@ -239,6 +240,11 @@ class RowStore(Protocol):
         operation's status after the write, so a worker notices a cancellation at every
         flush; None when nothing was written (unknown operation, or not held).
         """
+
+    async def save_many(self, writes: Sequence[RowWrite]) -> list[OperationStatus | None]:
+        """Every write as ``save`` would do it, all in one transaction, each fenced on its
+        own: one whose fence is lost (or operation unknown) writes nothing and gets None.
+        One status per write, in order."""
 
     async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
         """One row record, or None."""

@@ -418,3 +418,15 @@ class Fence:
 
     worker_id: str
     chunk: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RowWrite:
+    """One run's finished rows, as ``RowStore.save`` takes them."""
+
+    operation_id: UUID
+    rows: Sequence[RowRecord]
+    delta: ProgressDelta
+    events: Sequence[EventRecord] = ()
+    fence: Fence | None = None
+    completed: Sequence[CompletedSpan] = ()
