@@ -242,9 +242,12 @@ class RowStore(Protocol):
         """
 
     async def save_many(self, writes: Sequence[RowWrite]) -> list[OperationStatus | None]:
-        """Every write as ``save`` would do it, all in one transaction, each fenced on its
-        own: one whose fence is lost (or operation unknown) writes nothing and gets None.
-        One status per write, in order."""
+        """Every write as ``save`` does it, all in one transaction, each fenced on its own:
+        a write whose fence is lost (or whose operation is unknown) writes nothing and gets
+        None, and the others are written. Returns one status per write, in their order.
+        Several writes may name one operation (chunks of it). Raises ValueError, writing
+        nothing, when a write holds a row of another operation.
+        """
 
     async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
         """One row record, or None."""

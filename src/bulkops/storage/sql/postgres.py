@@ -4,7 +4,7 @@ reads, signal waits), row locks, and transaction locks by key."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from sqlalchemy import Engine, Insert, Select, Table, event, select, text
@@ -16,9 +16,7 @@ from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     REPORT_FIELDS,
     EventRecord,
-    Fence,
     OperationRecord,
-    ProgressDelta,
     ReportValues,
     RowRecord,
     WaitOutcome,
@@ -31,8 +29,9 @@ from bulkops.storage.sql.bulk import (
     POSTGRES_RANGE_INSERT,
     POSTGRES_RANGE_UPSERT,
     POSTGRES_STAGING,
+    POSTGRES_UNSTAGE,
     POSTGRES_UPSERT,
-    SplitRows,
+    SplitWrite,
     copy_rows,
     postgres_upsert,
 )
@@ -68,6 +67,10 @@ _ADD_COUNTERS = (
 _WAITING = RowState.WAITING_FOR_COMPLETION.value
 _ADD_STEP = (
     "INSERT INTO completed_steps (operation_id, step_name) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+)
+_TAKE_COUNTERS = (
+    "UPDATE operations SET processed_rows = processed_rows - %s, "
+    "successful_rows = successful_rows - %s, error_count = error_count - %s WHERE id = %s"
 )
 _HELD_CHUNK = (
     "SELECT 1 FROM chunks WHERE operation_id = %s AND chunk_index = %s AND worker_id = %s "
@@ -119,15 +122,18 @@ async def _insert_spans(conn: AsyncConnection, ranges: list[Any]) -> None:
         await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
 
 
-async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> bool:
+async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]], again: bool) -> bool:
     """Upsert encoded rows through COPY (binary) into the session's staging table (created
-    with the connection, emptied at every commit); False when the connection has none."""
+    with the connection, emptied at every commit, and first here when ``again``: this
+    transaction copied before); False when the connection has none."""
     pooled = await conn.get_raw_connection()
     if not pooled.info.get(STAGED):
         return False
     driver = pooled.driver_connection
     assert driver is not None
     async with driver.cursor() as cursor:
+        if again:
+            await cursor.execute(POSTGRES_UNSTAGE)
         async with cursor.copy(POSTGRES_COPY) as copy:
             copy.set_types(COPY_TYPES)
             for row in rows:
@@ -136,8 +142,74 @@ async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> bool:
     return True
 
 
-class _NotHeld(Exception):
-    """The fence's chunk is held by someone else: nothing is written."""
+class _Encoded(NamedTuple):
+    """One write of ``save_many`` encoded before its transaction opens: its place among
+    the writes, the write, its spans' range parameters, its rows for COPY (none below
+    ``COPY_MIN_ROWS``) and its counter update with parameters."""
+
+    place: int
+    write: SplitWrite
+    ranges: list[Any]
+    copied: list[tuple[Any, ...]]
+    add_counters: str
+    counters: tuple[object, ...]
+
+    @property
+    def lock_order(self) -> tuple[UUID, int, int]:
+        """Writes run by operation (then chunk), so that concurrent transactions lock the
+        operation rows in the same order and never deadlock."""
+        fence = self.write.fence
+        chunk = -1 if fence is None or fence.chunk is None else fence.chunk
+        return (self.write.operation_id, chunk, self.place)
+
+
+def _encode(place: int, write: SplitWrite) -> _Encoded:
+    operation_id, rows, delta, _, fence = write
+    others = rows.others
+    ranges = postgres_spans(operation_id, rows.spans)
+    copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
+    add_counters = _ADD_COUNTERS
+    counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
+    if fence is not None and fence.chunk is None:
+        add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
+        counters += (fence.worker_id,)
+    return _Encoded(place, write, ranges, copied, add_counters, counters)
+
+
+async def _add_counters(conn: AsyncConnection, each: _Encoded) -> OperationStatus | None:
+    """Lock the operation row by adding the write's counters, and the status after it;
+    None, with the counters as they were, when the write's fence does not hold."""
+    operation_id, _, delta, _, fence = each.write
+    # The fence keeps a worker that lost the operation (or its chunk) out.
+    found = (await conn.exec_driver_sql(each.add_counters, each.counters)).scalar_one_or_none()
+    if found is None:
+        return None
+    status = OperationStatus(found)
+    if fence is None or fence.chunk is None:
+        return status
+    held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
+    if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is not None:
+        return status
+    # Undone in place: rolling back would take the other writes of the transaction along.
+    undo = (delta.processed, delta.successful, delta.failed, operation_id)
+    await conn.exec_driver_sql(_TAKE_COUNTERS, undo)
+    return None
+
+
+async def _write_rows(conn: AsyncConnection, each: _Encoded, copied_before: bool) -> bool:
+    """Write the rows and new step names of a write whose fence holds; whether this
+    transaction has copied rows into the staging table since."""
+    operation_id, rows, _, _, _ = each.write
+    if each.ranges:
+        await _insert_spans(conn, each.ranges)
+    copied = bool(each.copied) and await _copy_in(conn, each.copied, copied_before)
+    if not copied and rows.others:
+        upsert, params = postgres_upsert(operation_id, rows.others)
+        await conn.exec_driver_sql(upsert, params)
+    if rows.new_steps:
+        steps = [(operation_id, name) for name in rows.new_steps]
+        await conn.exec_driver_sql(_ADD_STEP, steps)
+    return copied_before or copied
 
 
 def _batch_query(
@@ -228,53 +300,31 @@ class PostgresDialect:
         """One executemany of the row upsert."""
         await conn.exec_driver_sql(POSTGRES_UPSERT, postgres_rows(operation_id, rows))
 
-    async def save(
-        self,
-        operation_id: UUID,
-        rows: SplitRows,
-        delta: ProgressDelta,
-        events: Sequence[EventRecord],
-        fence: Fence | None,
-    ) -> OperationStatus | None:
-        """``RowStore.save`` in one transaction (events are written when given)."""
+    async def save_many(self, writes: Sequence[SplitWrite]) -> list[OperationStatus | None]:
+        """``RowStore.save_many`` in one transaction (events are written when given): the
+        writes run by operation, each locking its operation row first, as every writer
+        does; the events of those written are appended last, under one append lock."""
         # Encode before taking the write lock so the lock is held for the SQL alone.
-        others = rows.others
-        ranges = postgres_spans(operation_id, rows.spans)
-        copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
-        add_counters = _ADD_COUNTERS
-        counters: tuple[object, ...] = (
-            delta.processed,
-            delta.successful,
-            delta.failed,
-            operation_id,
+        encoded = sorted(
+            (_encode(place, write) for place, write in enumerate(writes)),
+            key=lambda each: each.lock_order,
         )
-        if fence is not None and fence.chunk is None:
-            add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
-            counters += (fence.worker_id,)
-        try:
-            async with self._db.write() as conn:
-                # The operation row is locked first by every writer, so writers never deadlock;
-                # the fence keeps a worker that lost the operation (or its chunk) out.
-                status = (await conn.exec_driver_sql(add_counters, counters)).scalar_one_or_none()
-                if status is None:
-                    return None
-                if fence is not None and fence.chunk is not None:
-                    held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
-                    if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
-                        raise _NotHeld  # rolls the counters back
-                if ranges:
-                    await _insert_spans(conn, ranges)
-                if not copied or not await _copy_in(conn, copied):
-                    if others:
-                        upsert, params = postgres_upsert(operation_id, others)
-                        await conn.exec_driver_sql(upsert, params)
-                if rows.new_steps:
-                    steps = [(operation_id, name) for name in rows.new_steps]
-                    await conn.exec_driver_sql(_ADD_STEP, steps)
-                await _insert_events(conn, events)
-        except _NotHeld:
-            return None
-        return OperationStatus(status)
+        statuses: list[OperationStatus | None] = [None] * len(writes)
+        async with self._db.write() as conn:
+            copied = False
+            for each in encoded:
+                status = await _add_counters(conn, each)
+                if status is not None:
+                    copied = await _write_rows(conn, each, copied)
+                    statuses[each.place] = status
+            events = [
+                event
+                for write, status in zip(writes, statuses, strict=True)
+                if status is not None
+                for event in write.events
+            ]
+            await _insert_events(conn, events)
+        return statuses
 
     async def read_batch(
         self,
