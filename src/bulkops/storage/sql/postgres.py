@@ -72,6 +72,7 @@ _TAKE_COUNTERS = (
     "UPDATE operations SET processed_rows = processed_rows - %s, "
     "successful_rows = successful_rows - %s, error_count = error_count - %s WHERE id = %s"
 )
+RUNNING_CHUNK = ChunkState.RUNNING.value
 _HELD_CHUNK = (
     "SELECT 1 FROM chunks WHERE operation_id = %s AND chunk_index = %s AND worker_id = %s "
     "AND state = %s FOR SHARE"
@@ -176,40 +177,74 @@ def _encode(place: int, write: SplitWrite) -> _Encoded:
     return _Encoded(place, write, ranges, copied, add_counters, counters)
 
 
-async def _add_counters(conn: AsyncConnection, each: _Encoded) -> OperationStatus | None:
-    """Lock the operation row by adding the write's counters, and the status after it;
-    None, with the counters as they were, when the write's fence does not hold."""
-    operation_id, _, delta, _, fence = each.write
-    # The fence keeps a worker that lost the operation (or its chunk) out.
-    found = (await conn.exec_driver_sql(each.add_counters, each.counters)).scalar_one_or_none()
-    if found is None:
-        return None
-    status = OperationStatus(found)
-    if fence is None or fence.chunk is None:
-        return status
-    held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
-    if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is not None:
-        return status
-    # Undone in place: rolling back would take the other writes of the transaction along.
-    undo = (delta.processed, delta.successful, delta.failed, operation_id)
-    await conn.exec_driver_sql(_TAKE_COUNTERS, undo)
-    return None
+async def _driver(conn: AsyncConnection) -> Any:
+    """The psycopg connection under ``conn`` (its transaction is the same)."""
+    pooled = await conn.get_raw_connection()
+    driver = pooled.driver_connection
+    assert driver is not None
+    return driver
 
 
-async def _write_rows(conn: AsyncConnection, each: _Encoded, copied_before: bool) -> bool:
-    """Write the rows and new step names of a write whose fence holds; whether this
-    transaction has copied rows into the staging table since."""
-    operation_id, rows, _, _, _ = each.write
-    if each.ranges:
-        await _insert_spans(conn, each.ranges)
-    copied = bool(each.copied) and await _copy_in(conn, each.copied, copied_before)
-    if not copied and rows.others:
-        upsert, params = postgres_upsert(operation_id, rows.others)
-        await conn.exec_driver_sql(upsert, params)
-    if rows.new_steps:
-        steps = [(operation_id, name) for name in rows.new_steps]
-        await conn.exec_driver_sql(_ADD_STEP, steps)
-    return copied_before or copied
+async def _fence_all(driver: Any, encoded: list[_Encoded]) -> dict[int, OperationStatus]:
+    """Add every write's counters (locking its operation row) and check its chunk's fence,
+    all in one round trip (pipeline mode); the status after it of each write whose fence
+    holds, by place. A write whose chunk is not held has its counters taken back."""
+    added: list[tuple[_Encoded, Any, Any]] = []
+    async with driver.pipeline():
+        for each in encoded:
+            counters = driver.cursor()
+            await counters.execute(each.add_counters, each.counters)
+            fence, chunk = each.write.fence, None
+            if fence is not None and fence.chunk is not None:
+                chunk = driver.cursor()
+                held = (each.write.operation_id, fence.chunk, fence.worker_id, RUNNING_CHUNK)
+                await chunk.execute(_HELD_CHUNK, held)
+            added.append((each, counters, chunk))
+    statuses: dict[int, OperationStatus] = {}
+    taken_back = []
+    for each, counters, chunk in added:
+        found = await counters.fetchone()
+        if found is None:
+            continue  # unknown operation, or its fence does not hold
+        if chunk is not None and await chunk.fetchone() is None:
+            # Undone in place: rolling back would take the other writes along.
+            delta = each.write.delta
+            taken_back.append(
+                (delta.processed, delta.successful, delta.failed, each.write.operation_id)
+            )
+            continue
+        statuses[each.place] = OperationStatus(found[0])
+    if taken_back:
+        async with driver.cursor() as cursor:
+            await cursor.executemany(_TAKE_COUNTERS, taken_back)
+    return statuses
+
+
+async def _write_rows(conn: AsyncConnection, driver: Any, held: list[_Encoded]) -> None:
+    """Write the rows and new step names of the writes whose fence holds: the spans of
+    them all in one statement, large batches through COPY, the rest in one round trip."""
+    ranges = [values for each in held for values in each.ranges]
+    if ranges:
+        await _insert_spans(conn, ranges)
+    copied = False
+    piped: list[tuple[str, Any, bool]] = []  # (sql, parameters, many)
+    for each in held:
+        operation_id, rows, _, _, _ = each.write
+        if each.copied and await _copy_in(conn, each.copied, copied):
+            copied = True
+        elif rows.others:
+            upsert, params = postgres_upsert(operation_id, rows.others)
+            piped.append((upsert, params, upsert == POSTGRES_UPSERT))
+        if rows.new_steps:
+            piped.append((_ADD_STEP, [(operation_id, name) for name in rows.new_steps], True))
+    if not piped:
+        return
+    async with driver.pipeline(), driver.cursor() as cursor:
+        for sql, params, many in piped:
+            if many:
+                await cursor.executemany(sql, params)
+            else:
+                await cursor.execute(sql, params)
 
 
 def _batch_query(
@@ -309,21 +344,13 @@ class PostgresDialect:
             (_encode(place, write) for place, write in enumerate(writes)),
             key=lambda each: each.lock_order,
         )
-        statuses: list[OperationStatus | None] = [None] * len(writes)
         async with self._db.write() as conn:
-            copied = False
-            for each in encoded:
-                status = await _add_counters(conn, each)
-                if status is not None:
-                    copied = await _write_rows(conn, each, copied)
-                    statuses[each.place] = status
-            events = [
-                event
-                for write, status in zip(writes, statuses, strict=True)
-                if status is not None
-                for event in write.events
-            ]
+            driver = await _driver(conn)
+            held = await _fence_all(driver, encoded)
+            await _write_rows(conn, driver, [each for each in encoded if each.place in held])
+            events = [event for place in sorted(held) for event in writes[place].events]
             await _insert_events(conn, events)
+        statuses: list[OperationStatus | None] = [held.get(place) for place in range(len(writes))]
         return statuses
 
     async def read_batch(
