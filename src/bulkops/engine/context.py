@@ -82,8 +82,12 @@ class EngineContext:
         self.metrics = metrics or Metrics()
         self.retry = StorageRetry(config.storage_retry_timeout)
         self.gate = RateGate(stores.limits, self.retry)
-        # Every run's finished rows, stored together; a crash loses about the rows in
-        # flight, at most the process's row slots of them unstored during a slow write.
+        # Every run's finished rows, stored together; during a slow write a finished row
+        # keeps its slot until it is stored, so a crash loses about the rows of the slots.
         self.writer = RowWriter(
-            stores.rows, self.retry, self.metrics, most_unstored=share.capacity if share else 0
+            stores.rows,
+            self.retry,
+            self.metrics,
+            most_unstored=share.capacity if share else 0,
+            running=(lambda: share.held) if share else None,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -76,10 +76,11 @@ class RowWriter:
 
     The writer holds every producer (``RowRecorder.full``) while storage is unreachable
     (no row starts whose outcome could not be stored), and during a write slower than
-    ``SLOW_WRITE`` once the process's unstored rows (buffered, and in the write) reach the
-    sum of its recorders' ``hold_after``, at most ``most_unstored`` (the process's row
-    slots): a crash then costs about the rows that were running, not all that ran
-    meanwhile.
+    ``SLOW_WRITE`` once the process's unstored rows (buffered, and in the write) and those
+    ``running`` reach the sum of its recorders' ``hold_after``, at most ``most_unstored``
+    (the process's row slots): a row that finishes during a slow write keeps its slot
+    until it is stored, so a crash then costs at most about the rows of the process's slots,
+    running or finished, not all that ran meanwhile.
 
     A write that fails for another reason than unreachable storage is tried again run by
     run, so one run's bad rows fail that run only; a recorder whose rows could not be
@@ -93,11 +94,13 @@ class RowWriter:
         metrics: Metrics | None = None,
         *,
         most_unstored: int = 0,
+        running: Callable[[], int] | None = None,
     ) -> None:
         self._rows = rows
         self._retry = retry
         self._metrics = metrics or Metrics()
         self._most_unstored = most_unstored  # 0: the sum of the recorders' hold_after
+        self._running = running or (lambda: 0)  # rows running in the process right now
         self._recorders: dict[Recorder, None] = {}  # joined, in order of joining
         self._limit = 0  # unstored rows that hold every producer during a slow write
         self._wake = asyncio.Event()
@@ -112,7 +115,9 @@ class RowWriter:
         """True unless every producer must wait: storage unreachable, or a slow write with
         the process's limit of unstored rows reached."""
         return not self._stalled and not (
-            self._slow and self._limit and self.buffered + self._in_write >= self._limit
+            self._slow
+            and self._limit
+            and self.buffered + self._in_write + self._running() >= self._limit
         )
 
     @property
