@@ -31,6 +31,7 @@ SCHEDULING = (
     "bulkops.engine.chunks",
     "bulkops.engine.chunk_claims",
     "bulkops.engine.recorder",
+    "bulkops.engine.writer",
     "bulkops.engine.helper",
 )
 BELOW_SERVICE = (

@@ -1,7 +1,8 @@
-"""The recorder writes as soon as its last write is done, and holds the producer back while
-a write is in flight: at twice ``flush_rows`` row records, or ``SPAN_ROOM`` times
-``flush_rows`` plain completions, besides the batch being written; and at once while
-storage is unreachable."""
+"""The process's writer writes a recorder's rows as soon as its last write is done, and the
+recorder holds the producer back while a write is in flight: at twice ``flush_rows`` row
+records, or ``SPAN_ROOM`` times ``flush_rows`` plain completions, besides the batch being
+written; and at once while storage is unreachable. One write carries the rows of every
+recorder of the process, each fenced on its own."""
 
 from __future__ import annotations
 
@@ -13,15 +14,9 @@ from datetime import UTC, datetime
 
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.recorder import SPAN_ROOM, RowRecorder
+from bulkops.engine.writer import RowWriter
 from bulkops.errors import StorageUnavailable
-from bulkops.storage.records import (
-    CompletedSpan,
-    EventRecord,
-    Fence,
-    OperationRecord,
-    ProgressDelta,
-    RowRecord,
-)
+from bulkops.storage.records import CompletedSpan, Fence, OperationRecord, RowRecord, RowWrite
 from bulkops.storage.states import OperationStatus, RowState
 
 FLUSH = 10
@@ -37,26 +32,31 @@ class HeldStore:
         self.writes: list[tuple[int, int]] = []  # (records, plain rows) per write
         self.spans: list[CompletedSpan] = []  # every span written
 
-    async def save(
-        self,
-        operation_id: uuid.UUID,
-        rows: Sequence[RowRecord],
-        delta: ProgressDelta,
-        events: Sequence[EventRecord] = (),
-        *,
-        fence: Fence | None = None,
-        completed: Sequence[CompletedSpan] = (),
-    ) -> OperationStatus:
+        self.transactions: list[list[uuid.UUID]] = []  # the operations of each save_many
+        self.lost: set[uuid.UUID] = set()  # operations whose fence is lost
+
+    async def save_many(self, writes: Sequence[RowWrite]) -> list[OperationStatus | None]:
         self.entered.set()
         await self.gate.wait()
-        plain = sum(span.last - span.first + 1 for span in completed)
-        self.writes.append((len(rows), plain))
-        self.spans += completed
-        return OperationStatus.RUNNING
+        self.transactions.append([write.operation_id for write in writes])
+        statuses: list[OperationStatus | None] = []
+        for write in writes:
+            if write.operation_id in self.lost:
+                statuses.append(None)
+                continue
+            plain = sum(span.last - span.first + 1 for span in write.completed)
+            self.writes.append((len(write.rows), plain))
+            self.spans += write.completed
+            statuses.append(OperationStatus.RUNNING)
+        return statuses
 
 
 def recorder(
-    store: HeldStore, retry: StorageRetry | None = None, hold_after: int = 0
+    store: HeldStore,
+    retry: StorageRetry | None = None,
+    hold_after: int = 0,
+    writer: RowWriter | None = None,
+    statuses: list[OperationStatus | None] | None = None,
 ) -> tuple[RowRecorder, OperationRecord]:
     operation = OperationRecord(
         id=uuid.uuid4(),
@@ -73,12 +73,11 @@ def recorder(
     )
     made = RowRecorder(
         operation,
-        store,  # type: ignore[arg-type]
+        writer or RowWriter(store, retry or StorageRetry(0)),  # type: ignore[arg-type]
         fence=Fence("w"),
         flush_rows=FLUSH,
-        retry=retry or StorageRetry(0),
         hold_after=hold_after,
-        on_status=lambda _: None,
+        on_status=(statuses.append if statuses is not None else lambda _: None),
         on_failure=lambda exc: None,
     )
     return made, operation
@@ -223,12 +222,12 @@ class FlakyStore(HeldStore):
         self.back = asyncio.Event()
         self.refused = asyncio.Event()
 
-    async def save(self, *args: object, **kwargs: object) -> OperationStatus:
+    async def save_many(self, writes: Sequence[RowWrite]) -> list[OperationStatus | None]:
         if not self.back.is_set():
             self.refused.set()
             raise StorageUnavailable("down")
         self.gate.set()
-        return await super().save(*args, **kwargs)  # type: ignore[arg-type]
+        return await super().save_many(writes)
 
 
 async def test_an_unreachable_storage_holds_the_producer_at_once() -> None:
@@ -264,3 +263,63 @@ async def test_a_slow_write_holds_the_producer_once_hold_after_rows_are_unstored
         await asyncio.wait_for(rows.wait_room(), 5)
         await rows.close()
     assert store.writes[0] == (1, 0)
+
+
+async def test_one_write_carries_the_rows_of_every_recorder_each_fenced_on_its_own() -> None:
+    store = HeldStore()
+    writer = RowWriter(store, StorageRetry(0))  # type: ignore[arg-type]
+    seen: list[OperationStatus | None] = []
+    first, one = recorder(store, writer=writer, statuses=seen)
+    second, two = recorder(store, writer=writer, statuses=seen)
+    store.lost.add(two.id)  # another worker took the second over
+    first.start()
+    second.start()
+    try:
+        first.add(record(one, 1))
+        await asyncio.wait_for(store.entered.wait(), 5)  # row 1 alone is being written
+        first.add(record(one, 2))
+        second.add(record(two, 1))
+        second.add_span(2, 5, AT)
+        store.gate.set()
+        await asyncio.wait_for(first.close(), 5)
+        await asyncio.wait_for(second.close(), 5)
+    finally:
+        store.gate.set()
+        await first.abandon()
+        await second.abandon()
+    assert store.transactions == [[one.id], [one.id, two.id]]  # both runs in one write
+    assert store.writes == [(1, 0), (1, 0)]  # the lost one's rows were not written
+    assert seen == [OperationStatus.RUNNING, OperationStatus.RUNNING, None]
+
+
+async def test_a_slow_write_holds_every_recorder_once_the_process_limit_is_unstored() -> None:
+    store = HeldStore()
+    writer = RowWriter(store, StorageRetry(0), most_unstored=4)  # type: ignore[arg-type]
+    first, one = recorder(store, hold_after=3, writer=writer)
+    second, two = recorder(store, hold_after=3, writer=writer)
+    first.start()
+    second.start()
+    try:
+        first.add(record(one, 1))
+        await asyncio.wait_for(store.entered.wait(), 5)  # row 1's write is in flight
+        deadline = asyncio.get_running_loop().time() + 5
+        while not writer.slow:  # the write hangs past SLOW_WRITE
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.001)
+        second.add(record(two, 1))
+        second.add(record(two, 2))
+        assert not first.full and not second.full  # 3 unstored: below 4 (not 3 + 3)
+        second.add(record(two, 3))
+        assert second.full
+        first.refresh()
+        assert first.full  # the other run's rows count too
+        store.gate.set()
+        await asyncio.wait_for(first.wait_room(), 5)
+        await asyncio.wait_for(second.wait_room(), 5)
+        await first.close()
+        await second.close()
+    finally:
+        store.gate.set()
+        await first.abandon()
+        await second.abandon()
+    assert store.writes == [(1, 0), (3, 0)]

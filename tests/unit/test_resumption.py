@@ -28,6 +28,7 @@ from bulkops.storage.records import (
     OperationRecord,
     ProgressDelta,
     RowRecord,
+    RowWrite,
 )
 from bulkops.storage.states import EventType, OperationStatus, RowState
 from tests.unit.test_engine import RUNS, Count, add_operation
@@ -42,14 +43,12 @@ class OutageStore(MemoryStore):
         self.failures = 0
         self.refused = 0
 
-    async def save(
-        self, operation_id: UUID, rows: Sequence[RowRecord], *args: Any, **kw: Any
-    ) -> Any:
+    async def save_many(self, writes: Sequence[RowWrite]) -> list[OperationStatus | None]:
         if self.down or self.failures > 0:
             self.failures -= 1
             self.refused += 1
             raise StorageUnavailable("database write failed: OperationalError: connection lost")
-        return await super().save(operation_id, rows, *args, **kw)
+        return await super().save_many(writes)
 
 
 @pytest.fixture

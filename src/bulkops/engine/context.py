@@ -11,6 +11,7 @@ from bulkops.engine.helper.pool import RowHelpers
 from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.signals import SignalHub
+from bulkops.engine.writer import RowWriter
 from bulkops.observability.metrics import Metrics
 from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
@@ -59,8 +60,8 @@ class Stores:
 
 class EngineContext:
     """What every run of a process works with: the registry, the stores, the tuning, the
-    shared row slots, the row helpers, the signal hub, the metrics, storage retries and the
-    rate gate. Runs receive it; none imports the module that starts it."""
+    shared row slots, the row writer, the row helpers, the signal hub, the metrics, storage
+    retries and the rate gate. Runs receive it; none imports the module that starts it."""
 
     def __init__(
         self,
@@ -81,3 +82,12 @@ class EngineContext:
         self.metrics = metrics or Metrics()
         self.retry = StorageRetry(config.storage_retry_timeout)
         self.gate = RateGate(stores.limits, self.retry)
+        # Every run's finished rows, stored together; during a slow write a finished row
+        # keeps its slot until it is stored, so a crash loses about the rows of the slots.
+        self.writer = RowWriter(
+            stores.rows,
+            self.retry,
+            self.metrics,
+            most_unstored=share.capacity if share else 0,
+            running=(lambda: share.held) if share else None,
+        )

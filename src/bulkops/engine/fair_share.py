@@ -104,6 +104,11 @@ class FairShare:
         self._rows: Counter[str] = Counter()
         self._watchers: list[Callable[[], None]] = []
 
+    @property
+    def held(self) -> int:
+        """Slots held right now: the rows (or turns of rows) running in the process."""
+        return self.capacity - self._free
+
     def watch(self, changed: Callable[[], None]) -> None:
         """Call ``changed`` whenever a run joins, starts its rows or leaves."""
         self._watchers.append(changed)

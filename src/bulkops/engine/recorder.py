@@ -1,21 +1,15 @@
-"""Buffering row records and writing them in batches, one transaction per flush."""
+"""Buffering one run's finished rows for the process's writer (``engine/writer.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import PROCESS_STEP
-from bulkops.engine.persistence import StorageRetry
-from bulkops.errors import StorageUnavailable
-from bulkops.observability.metrics import Metrics
+from bulkops.engine.writer import Outcome, RowWriter, Taken
 from bulkops.storage.lifecycle import row_failed_event
-from bulkops.storage.ports import RowStore
 from bulkops.storage.records import (
     CompletedSpan,
     EventRecord,
@@ -23,6 +17,7 @@ from bulkops.storage.records import (
     OperationRecord,
     ProgressDelta,
     RowRecord,
+    RowWrite,
 )
 from bulkops.storage.spans import Span, append_span
 from bulkops.storage.states import OperationStatus, RowState
@@ -33,124 +28,108 @@ from bulkops.storage.states import OperationStatus, RowState
 # for a transaction every ~1,400 rows; at eight times it runs on (scenario 1: 113k to
 # 126-132k rows/s).
 SPAN_ROOM = 8
-# A write in flight longer than this is slow: the producer then waits for it while
-# ``hold_after`` rows (MaxRowConcurrency) are not stored, so a crash during a slow write (a
-# loaded or locked database) loses about the rows in flight, not all that ran meanwhile.
-SLOW_WRITE = 0.01
 
 
 class RowRecorder:
-    """Collects finished rows; a writer task stores them with their counter increments and
-    RowFailed events, one transaction per batch.
+    """Collects one run's finished rows for the process's ``RowWriter``, which stores them
+    with their counter increments and RowFailed events, fenced by ``fence``.
 
-    The writer writes whatever is buffered as soon as its previous write is done (group
-    commit): a finished row waits at most for the write in flight before its own begins,
-    so a crash of the process loses the rows that finished during one write, not a batch
-    of ``flush_rows``. Batches grow on their own when rows finish faster than writes take.
-    Writes overlap the processing of the next rows: the buffer is emptied when a write
-    begins, and refills meanwhile. The buffer holds up to twice ``flush_rows`` records
-    (twice ``hold_after`` when that is more; or ``SPAN_ROOM`` times ``flush_rows`` rows, when
-    most are plain completions held as spans of row numbers); beyond, ``wait_room`` holds
-    the producer (reading stops, memory stays bounded: the buffer and the batch in
-    flight). A write slower than ``SLOW_WRITE`` holds it once ``hold_after`` rows are not
-    stored, and a write that fails because storage is unreachable holds it at once: no row
-    starts whose outcome could not be stored, so a crash or an outage that outlasts the
-    holder's lease costs about the rows that were running, not all that ran meanwhile.
+    The buffer holds up to twice ``flush_rows`` records (twice ``hold_after`` when that is
+    more; or ``SPAN_ROOM`` times ``flush_rows`` rows, when most are plain completions held
+    as spans of row numbers); beyond, and while the writer holds every producer (storage
+    unreachable, or a slow write with the process's unstored rows at its limit),
+    ``wait_room`` holds the producer: reading stops, memory stays bounded.
+    ``hold_after`` (MaxRowConcurrency) is this run's part of that limit.
 
     Each write reports the operation's stored status to ``on_status`` (None when this
     worker no longer holds the operation), so a cancellation recorded by another process is
-    seen at the next write.
+    seen at the next write; a write that could not be stored goes to ``on_failure``.
     """
 
     def __init__(
         self,
         operation: OperationRecord,
-        rows: RowStore,
+        writer: RowWriter,
         *,
         fence: Fence,
         flush_rows: int,
-        retry: StorageRetry,
         hold_after: int = 0,
         on_status: Callable[[OperationStatus | None], None],
         on_failure: Callable[[BaseException], None],
-        metrics: Metrics | None = None,
         completed_step: tuple[str, int] | None = None,
     ) -> None:
-        self._metrics = metrics or Metrics()
         # The step (name, index) plain completions are stored at: ``process`` (0), or
         # ``validation`` (-1) for a dry run's.
         self._step_name, self._step_index = completed_step or (PROCESS_STEP, 0)
         self._operation = operation
-        self._rows = rows
+        self._writer = writer
         self._fence = fence
         self.failed_written = 0  # failed rows this recorder has stored
         self._flush_rows = flush_rows
-        self._retry = retry
+        self.hold_after = hold_after  # rows unstored during a slow write (0: no limit)
         self._on_status = on_status
         self._on_failure = on_failure
         self._buffer: list[RowRecord] = []
         # Plain completed rows as spans [first, last, completed_at]: no record per row.
         self._spans: list[Span] = []
         self._span_rows = 0
-        self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
-        self._closing = False
-        self._stalled = False  # the write in flight met an unreachable storage
-        self._hold_after = hold_after  # rows buffered behind a slow write (0: no limit)
         # Rows that finish together are written together, whatever ``flush_rows``: at 1 a
         # write of two would hold the producer at each commit's latency.
         self._records_room = 2 * max(flush_rows, hold_after)
-        self._slow = False  # the write in flight is slow
-        self._in_write = 0  # rows of the write in flight
-        self._writer: asyncio.Task[None] | None = None
+        self._joined = False
+        self._writing = False  # a write of its rows is in flight
+        self._drained = asyncio.Event()  # closing, with nothing buffered or in a write
+        self._closing = False
+        self._error: BaseException | None = None  # why its rows could not be stored
+
+    @property
+    def buffered_rows(self) -> int:
+        """Rows buffered, not yet in a write."""
+        return len(self._buffer) + self._span_rows
 
     def start(self) -> None:
-        """Start the writer task."""
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write_loop())
-            self._writer.add_done_callback(self._writer_done)
-
-    def _writer_done(self, writer: asyncio.Task[None]) -> None:
-        if not writer.cancelled() and writer.exception() is not None:
-            self._on_failure(writer.exception())  # type: ignore[arg-type]
+        """Join the process's writer."""
+        if not self._joined and not self._closing:
+            self._joined = True
+            self._writer.join(self)
 
     def add(self, record: RowRecord) -> None:
         """Buffer one row record."""
-        buffer = self._buffer
-        buffer.append(record)
-        size = len(buffer) + self._span_rows
-        if size == 1:
-            self._wake.set()  # the writer waits only on an empty buffer
-        if (size >= self._flush_rows or self._slow) and not self._has_room():
+        self._buffer.append(record)
+        self._writer.buffered += 1
+        if len(self._buffer) + self._span_rows == 1:
+            self._writer.wake()  # the writer waits only while every buffer is empty
+        if not self._has_room():
             self._room.clear()
 
     def add_span(self, first: int, last: int, at: datetime) -> None:
         """Buffer rows ``first`` to ``last``, each completed at its one step at ``at`` with
         nothing else to record (stored exactly as its plain row record would be)."""
         append_span(self._spans, first, last, at)
-        self._span_rows += last - first + 1
-        self._wake.set()
-        size = len(self._buffer) + self._span_rows
-        if (size >= self._flush_rows or self._slow) and not self._has_room():
+        count = last - first + 1
+        self._span_rows += count
+        self._writer.buffered += count
+        self._writer.wake()
+        if not self._has_room():
             self._room.clear()
 
     def _has_room(self) -> bool:
-        """Below the records' room and ``SPAN_ROOM`` times ``flush_rows`` rows,
-        storage answering, and below ``hold_after`` rows unstored during a slow write."""
+        """Below the records' room and ``SPAN_ROOM`` times ``flush_rows`` rows, and the
+        writer not holding every producer."""
         buffered = len(self._buffer)
-        rows = buffered + self._span_rows
         return (
-            not self._stalled
-            and buffered < self._records_room
-            and rows < SPAN_ROOM * self._flush_rows
-            and not (self._slow and rows + self._in_write >= self._hold_after)
-        )
+            buffered < self._records_room
+            and buffered + self._span_rows < SPAN_ROOM * self._flush_rows
+            and self._writer.open
+        ) or self._error is not None
 
-    def _overdue(self) -> None:
-        """The write in flight is slow: hold the producer once enough rows wait."""
-        self._slow = True
-        if not self._has_room():
+    def refresh(self) -> None:
+        """Let the producer on, or hold it, as the room is now (the writer calls it)."""
+        if self._has_room():
+            self._room.set()
+        else:
             self._room.clear()
 
     @property
@@ -159,100 +138,79 @@ class RowRecorder:
         return not self._room.is_set()
 
     async def wait_room(self) -> None:
-        """Wait until the buffer has room again; raises the writer's error if it failed."""
-        writer = self._writer
-        if writer is None:
-            return
-        room = asyncio.ensure_future(self._room.wait())
-        try:
-            await asyncio.wait({room, writer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            room.cancel()
-        if writer.done():
-            writer.result()  # the writer gave up: storage stayed unreachable
+        """Wait until the buffer has room again; raises the error that kept its rows out of
+        storage (storage stayed unreachable)."""
+        await self._room.wait()
+        if self._error is not None:
+            raise self._error
 
     async def close(self) -> None:
-        """Write everything buffered and stop the writer; raises its error if it failed."""
-        writer = self._writer
-        if writer is None:
-            return
-        self._closing = True
-        self._wake.set()
-        await asyncio.shield(writer)
+        """Store everything buffered and leave the writer; raises the error that kept its
+        rows out of storage."""
+        if self._joined:
+            self._closing = True
+            if not (self._writing or self._buffer or self._spans):
+                self._drained.set()
+            self._writer.wake()
+            await self._drained.wait()
+            self._leave()
+        if self._error is not None:
+            raise self._error
 
     async def abandon(self) -> None:
-        """Stop the writer without waiting for storage (the buffer is given up)."""
-        writer = self._writer
-        if writer is not None and not writer.done():
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await writer
+        """Leave the writer without waiting for storage (the buffer is given up)."""
+        self._leave()
 
-    async def _write_loop(self) -> None:
-        while True:
-            if not (self._buffer or self._spans):
-                if self._closing:
-                    return
-                self._wake.clear()
-                await self._wake.wait()  # the first row buffered (or close) wakes it
-                continue
-            batch = self._buffer[: self._records_room]
-            del self._buffer[: len(batch)]
-            spans, counted = self._spans, self._span_rows
-            self._spans, self._span_rows = [], 0
-            if self._has_room():
-                self._room.set()  # the producer refills the buffer during the write
-            timer, self._in_write = None, len(batch) + counted
-            if self._hold_after:
-                timer = asyncio.get_running_loop().call_later(SLOW_WRITE, self._overdue)
-            try:
-                await self._write(batch, spans, counted)
-            finally:
-                if timer is not None:
-                    timer.cancel()
-                self._slow, self._in_write = False, 0
-            if self._has_room():
-                self._room.set()
+    def _leave(self) -> None:
+        if self._joined:
+            self._joined = False
+            self._closing = True
+            self._writer.leave(self)
+            self._buffer, self._spans, self._span_rows = [], [], 0
 
-    async def _save(self, *args: Any, **kwargs: Any) -> OperationStatus | None:
-        """One try of the write; an unreachable storage holds the producer until a try
-        succeeds."""
-        try:
-            status = await self._rows.save(*args, **kwargs)
-        except StorageUnavailable:
-            if not self._stalled:
-                self._stalled = True
-                self._room.clear()
-            raise
-        if self._stalled:
-            self._stalled = False
-            if self._has_room():
-                self._room.set()
-        return status
-
-    async def _write(self, batch: list[RowRecord], spans: list[Span], counted: int) -> None:
+    def take(self) -> Taken | None:
+        """The buffered rows as one write, or None when nothing is buffered (the writer
+        calls it as a write begins)."""
+        if not (self._buffer or self._spans):
+            return None
+        batch = self._buffer[: self._records_room]
+        del self._buffer[: len(batch)]
+        spans, counted = self._spans, self._span_rows
+        self._spans, self._span_rows = [], 0
         delta, failures = self._tally(batch)
         delta = ProgressDelta(delta.processed + counted, delta.successful + counted, delta.failed)
         name, index = self._step_name, self._step_index
         completed = [CompletedSpan(first, last, name, at, index) for first, last, at in spans]
-        started = time.perf_counter()
-        # A cancellation of this task must not tear a write whose batch left the buffer.
-        status = await asyncio.shield(
-            self._retry.call(
-                self._save,
-                self._operation.id,
-                batch,
-                delta,
-                failures,
-                fence=self._fence,
-                completed=completed,
-            )
+        write = RowWrite(
+            self._operation.id, batch, delta, failures, fence=self._fence, completed=completed
         )
-        self._metrics.write_took(time.perf_counter() - started)
-        if status is not None:
+        self._writing = True
+        return Taken(write, len(batch) + counted)
+
+    def stored(self, taken: Taken, outcome: Outcome) -> None:
+        """The outcome of the write of ``taken``: the operation's status after it (None:
+        not held), or the error that kept it out (the writer calls it)."""
+        self._writing = False
+        if not self._joined:
+            return  # abandoned meanwhile: its run has ended
+        if isinstance(outcome, BaseException):
+            self.failed(outcome)
+            return
+        if outcome is not None:
+            delta = taken.write.delta
             self.failed_written += delta.failed
-            self._metrics.rows_done(self._operation.operation_name, delta.successful, delta.failed)
-        self._on_status(status)
+            self._writer.rows_done(self._operation.operation_name, delta)
+        if self._closing and not (self._buffer or self._spans):
+            self._drained.set()
+        self._on_status(outcome)
+
+    def failed(self, error: BaseException) -> None:
+        """Its rows could not be stored: the producer is let on to meet ``error``."""
+        if self._error is None:
+            self._error = error
+            self._on_failure(error)
+        self._room.set()
+        self._drained.set()
 
     def _tally(self, batch: list[RowRecord]) -> tuple[ProgressDelta, list[EventRecord]]:
         processed = successful = failed = 0

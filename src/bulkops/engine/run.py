@@ -89,14 +89,12 @@ class Run:
         self.joined = asyncio.Event()  # it has its place in the process's row slots
         self._recorder = RowRecorder(
             record,
-            self._stores.rows,
+            context.writer,
             fence=Fence(held.worker_id, held.chunk),
             flush_rows=self._config.flush_rows,
-            retry=self._retry,
             hold_after=limit,
             on_status=self._stored_status,
             on_failure=lambda _: self.stop(StopReason.STORAGE),
-            metrics=context.metrics,
             completed_step=(DRY_RUN_STEP, DRY_RUN_STEP_INDEX) if record.dry_run else None,
         )
         # Where its rows' outcomes go, whatever runs them: here, or in a row helper.

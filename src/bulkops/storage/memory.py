@@ -40,6 +40,7 @@ from bulkops.storage.records import (
     RetryStart,
     RowQuery,
     RowRecord,
+    RowWrite,
     WaitOutcome,
     report_values,
 )
@@ -302,10 +303,20 @@ class MemoryStore:
         Returns the operation's status, or None (nothing written) when it is unknown or
         not held as ``fence`` says.
         """
-        if any(row.operation_id != operation_id for row in rows):
-            raise ValueError(f"every saved row must belong to operation {operation_id}")
+        write = RowWrite(operation_id, rows, delta, events, fence, completed)
+        return (await self.save_many([write]))[0]
+
+    async def save_many(self, writes: Sequence[RowWrite]) -> builtins.list[OperationStatus | None]:
+        """Every write as ``save`` does it, in order; one whose operation is unknown or not
+        held as its fence says writes nothing and gets None."""
+        for write in writes:
+            write.check()
+        return [self._save_one(write) for write in writes]
+
+    def _save_one(self, write: RowWrite) -> OperationStatus | None:
+        operation_id = write.operation_id
         record = self._operations.get(operation_id)
-        if record is None or not self._holds(record, fence):
+        if record is None or not self._holds(record, write.fence):
             return None
         stored, order = self._rows[operation_id], self._order[operation_id]
         plain = (
@@ -317,20 +328,21 @@ class MemoryStore:
                 step_name=span.step_name,
                 completed_at=span.completed_at,
             )
-            for span in completed
+            for span in write.completed
             for number in range(span.first, span.last + 1)
         )
-        for row in (*plain, *rows):
+        for row in (*plain, *write.rows):
             if row.row_number not in stored:
                 insort(order, row.row_number)
             stored[row.row_number] = _copy_row(row)
+        delta = write.delta
         self._operations[operation_id] = replace(
             record,
             processed_rows=record.processed_rows + delta.processed,
             successful_rows=record.successful_rows + delta.successful,
             error_count=record.error_count + delta.failed,
         )
-        self.events.append_now(events)
+        self.events.append_now(write.events)
         return record.status
 
     def _holds(self, record: OperationRecord, fence: Fence | None) -> bool:

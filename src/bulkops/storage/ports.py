@@ -36,6 +36,7 @@ from bulkops.storage.records import (
     RetryStart,
     RowQuery,
     RowRecord,
+    RowWrite,
     StoredFile,
     WaitOutcome,
 )
@@ -238,6 +239,14 @@ class RowStore(Protocol):
         it): a worker that lost it (another resumed it) writes nothing. Returns the
         operation's status after the write, so a worker notices a cancellation at every
         flush; None when nothing was written (unknown operation, or not held).
+        """
+
+    async def save_many(self, writes: Sequence[RowWrite]) -> list[OperationStatus | None]:
+        """Every write as ``save`` does it, all in one transaction, each fenced on its own:
+        a write whose fence is lost (or whose operation is unknown) writes nothing and gets
+        None, and the others are written. Returns one status per write, in their order.
+        Several writes may name one operation (chunks of it). Raises ValueError, writing
+        nothing, when a write holds a row of another operation.
         """
 
     async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:

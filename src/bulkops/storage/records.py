@@ -418,3 +418,21 @@ class Fence:
 
     worker_id: str
     chunk: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RowWrite:
+    """One run's finished rows, as ``RowStore.save`` takes them: its row records, the
+    counter increments, its events, its fence and its spans of plain completions."""
+
+    operation_id: UUID
+    rows: Sequence[RowRecord]
+    delta: ProgressDelta
+    events: Sequence[EventRecord] = ()
+    fence: Fence | None = None
+    completed: Sequence[CompletedSpan] = ()
+
+    def check(self) -> None:
+        """Raise ValueError when a row belongs to another operation."""
+        if any(row.operation_id != self.operation_id for row in self.rows):
+            raise ValueError(f"every saved row must belong to operation {self.operation_id}")

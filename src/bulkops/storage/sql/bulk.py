@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
-from bulkops.storage.records import CompletedSpan, RowRecord
+from bulkops.storage.records import CompletedSpan, EventRecord, Fence, ProgressDelta, RowRecord
 from bulkops.storage.spans import Span, append_span
 from bulkops.storage.sql.codec import ROW_COLUMNS, ROW_KEY, postgres_rows
 from bulkops.storage.sql.kept import Kept
@@ -69,6 +69,9 @@ POSTGRES_STAGING = (
     + ") ON COMMIT DELETE ROWS"
 )
 POSTGRES_COPY = f"COPY {_STAGING} ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY)"
+# Empties the staging table before a second COPY in one transaction (commit empties it
+# otherwise), so a merge takes only the rows of its own write.
+POSTGRES_UNSTAGE = f"DELETE FROM {_STAGING}"
 _JSON_COLUMNS = ("row_data", "steps")
 POSTGRES_MERGE = (
     f"INSERT INTO row_records ({_COLUMN_LIST}) SELECT "
@@ -174,6 +177,18 @@ class SplitRows:
     spans: Sequence[CompletedSpan]
     others: Sequence[RowRecord]
     new_steps: Collection[str] = ()
+
+
+class SplitWrite(NamedTuple):
+    """One write of ``save_many`` as the dialects take it: its rows split, the counter
+    increments, the events to write in the transaction (none when the feed is elsewhere)
+    and its fence."""
+
+    operation_id: UUID
+    rows: SplitRows
+    delta: ProgressDelta
+    events: Sequence[EventRecord]
+    fence: Fence | None
 
 
 def completed_step_names(spans: Sequence[CompletedSpan], others: Sequence[RowRecord]) -> set[str]:

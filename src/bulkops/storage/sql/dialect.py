@@ -21,14 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.records import (
     EventRecord,
-    Fence,
     OperationRecord,
-    ProgressDelta,
     ReportValues,
     RowRecord,
     WaitOutcome,
 )
-from bulkops.storage.sql.bulk import SplitRows
+from bulkops.storage.sql.bulk import SplitWrite
 from bulkops.storage.states import OperationStatus, RowState
 
 T = TypeVar("T")
@@ -108,15 +106,9 @@ class Dialect(Protocol):
 
     # The hot paths, each one transaction.
 
-    async def save(
-        self,
-        operation_id: UUID,
-        rows: SplitRows,
-        delta: ProgressDelta,
-        events: Sequence[EventRecord],
-        fence: Fence | None,
-    ) -> OperationStatus | None:
-        """``RowStore.save`` (events are written when given)."""
+    async def save_many(self, writes: Sequence[SplitWrite]) -> list[OperationStatus | None]:
+        """``RowStore.save_many``: one transaction, each write fenced on its own (events
+        are written when given)."""
         ...
 
     async def read_batch(

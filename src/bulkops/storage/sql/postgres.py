@@ -4,7 +4,7 @@ reads, signal waits), row locks, and transaction locks by key."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from sqlalchemy import Engine, Insert, Select, Table, event, select, text
@@ -16,9 +16,7 @@ from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     REPORT_FIELDS,
     EventRecord,
-    Fence,
     OperationRecord,
-    ProgressDelta,
     ReportValues,
     RowRecord,
     WaitOutcome,
@@ -31,8 +29,9 @@ from bulkops.storage.sql.bulk import (
     POSTGRES_RANGE_INSERT,
     POSTGRES_RANGE_UPSERT,
     POSTGRES_STAGING,
+    POSTGRES_UNSTAGE,
     POSTGRES_UPSERT,
-    SplitRows,
+    SplitWrite,
     copy_rows,
     postgres_upsert,
 )
@@ -69,6 +68,11 @@ _WAITING = RowState.WAITING_FOR_COMPLETION.value
 _ADD_STEP = (
     "INSERT INTO completed_steps (operation_id, step_name) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 )
+_TAKE_COUNTERS = (
+    "UPDATE operations SET processed_rows = processed_rows - %s, "
+    "successful_rows = successful_rows - %s, error_count = error_count - %s WHERE id = %s"
+)
+RUNNING_CHUNK = ChunkState.RUNNING.value
 _HELD_CHUNK = (
     "SELECT 1 FROM chunks WHERE operation_id = %s AND chunk_index = %s AND worker_id = %s "
     "AND state = %s FOR SHARE"
@@ -119,15 +123,18 @@ async def _insert_spans(conn: AsyncConnection, ranges: list[Any]) -> None:
         await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
 
 
-async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> bool:
+async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]], again: bool) -> bool:
     """Upsert encoded rows through COPY (binary) into the session's staging table (created
-    with the connection, emptied at every commit); False when the connection has none."""
+    with the connection, emptied at every commit, and first here when ``again``: this
+    transaction copied before); False when the connection has none."""
     pooled = await conn.get_raw_connection()
     if not pooled.info.get(STAGED):
         return False
     driver = pooled.driver_connection
     assert driver is not None
     async with driver.cursor() as cursor:
+        if again:
+            await cursor.execute(POSTGRES_UNSTAGE)
         async with cursor.copy(POSTGRES_COPY) as copy:
             copy.set_types(COPY_TYPES)
             for row in rows:
@@ -136,8 +143,108 @@ async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> bool:
     return True
 
 
-class _NotHeld(Exception):
-    """The fence's chunk is held by someone else: nothing is written."""
+class _Encoded(NamedTuple):
+    """One write of ``save_many`` encoded before its transaction opens: its place among
+    the writes, the write, its spans' range parameters, its rows for COPY (none below
+    ``COPY_MIN_ROWS``) and its counter update with parameters."""
+
+    place: int
+    write: SplitWrite
+    ranges: list[Any]
+    copied: list[tuple[Any, ...]]
+    add_counters: str
+    counters: tuple[object, ...]
+
+    @property
+    def lock_order(self) -> tuple[UUID, int, int]:
+        """Writes run by operation (then chunk), so that concurrent transactions lock the
+        operation rows in the same order and never deadlock."""
+        fence = self.write.fence
+        chunk = -1 if fence is None or fence.chunk is None else fence.chunk
+        return (self.write.operation_id, chunk, self.place)
+
+
+def _encode(place: int, write: SplitWrite) -> _Encoded:
+    operation_id, rows, delta, _, fence = write
+    others = rows.others
+    ranges = postgres_spans(operation_id, rows.spans)
+    copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
+    add_counters = _ADD_COUNTERS
+    counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
+    if fence is not None and fence.chunk is None:
+        add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
+        counters += (fence.worker_id,)
+    return _Encoded(place, write, ranges, copied, add_counters, counters)
+
+
+async def _driver(conn: AsyncConnection) -> Any:
+    """The psycopg connection under ``conn`` (its transaction is the same)."""
+    pooled = await conn.get_raw_connection()
+    driver = pooled.driver_connection
+    assert driver is not None
+    return driver
+
+
+async def _fence_all(driver: Any, encoded: list[_Encoded]) -> dict[int, OperationStatus]:
+    """Add every write's counters (locking its operation row) and check its chunk's fence,
+    all in one round trip (pipeline mode); the status after it of each write whose fence
+    holds, by place. A write whose chunk is not held has its counters taken back."""
+    added: list[tuple[_Encoded, Any, Any]] = []
+    async with driver.pipeline():
+        for each in encoded:
+            counters = driver.cursor()
+            await counters.execute(each.add_counters, each.counters)
+            fence, chunk = each.write.fence, None
+            if fence is not None and fence.chunk is not None:
+                chunk = driver.cursor()
+                held = (each.write.operation_id, fence.chunk, fence.worker_id, RUNNING_CHUNK)
+                await chunk.execute(_HELD_CHUNK, held)
+            added.append((each, counters, chunk))
+    statuses: dict[int, OperationStatus] = {}
+    taken_back = []
+    for each, counters, chunk in added:
+        found = await counters.fetchone()
+        if found is None:
+            continue  # unknown operation, or its fence does not hold
+        if chunk is not None and await chunk.fetchone() is None:
+            # Undone in place: rolling back would take the other writes along.
+            delta = each.write.delta
+            taken_back.append(
+                (delta.processed, delta.successful, delta.failed, each.write.operation_id)
+            )
+            continue
+        statuses[each.place] = OperationStatus(found[0])
+    if taken_back:
+        async with driver.cursor() as cursor:
+            await cursor.executemany(_TAKE_COUNTERS, taken_back)
+    return statuses
+
+
+async def _write_rows(conn: AsyncConnection, driver: Any, held: list[_Encoded]) -> None:
+    """Write the rows and new step names of the writes whose fence holds: the spans of
+    them all in one statement, large batches through COPY, the rest in one round trip."""
+    ranges = [values for each in held for values in each.ranges]
+    if ranges:
+        await _insert_spans(conn, ranges)
+    copied = False
+    piped: list[tuple[str, Any, bool]] = []  # (sql, parameters, many)
+    for each in held:
+        operation_id, rows, _, _, _ = each.write
+        if each.copied and await _copy_in(conn, each.copied, copied):
+            copied = True
+        elif rows.others:
+            upsert, params = postgres_upsert(operation_id, rows.others)
+            piped.append((upsert, params, upsert == POSTGRES_UPSERT))
+        if rows.new_steps:
+            piped.append((_ADD_STEP, [(operation_id, name) for name in rows.new_steps], True))
+    if not piped:
+        return
+    async with driver.pipeline(), driver.cursor() as cursor:
+        for sql, params, many in piped:
+            if many:
+                await cursor.executemany(sql, params)
+            else:
+                await cursor.execute(sql, params)
 
 
 def _batch_query(
@@ -228,53 +335,23 @@ class PostgresDialect:
         """One executemany of the row upsert."""
         await conn.exec_driver_sql(POSTGRES_UPSERT, postgres_rows(operation_id, rows))
 
-    async def save(
-        self,
-        operation_id: UUID,
-        rows: SplitRows,
-        delta: ProgressDelta,
-        events: Sequence[EventRecord],
-        fence: Fence | None,
-    ) -> OperationStatus | None:
-        """``RowStore.save`` in one transaction (events are written when given)."""
+    async def save_many(self, writes: Sequence[SplitWrite]) -> list[OperationStatus | None]:
+        """``RowStore.save_many`` in one transaction (events are written when given): the
+        writes run by operation, each locking its operation row first, as every writer
+        does; the events of those written are appended last, under one append lock."""
         # Encode before taking the write lock so the lock is held for the SQL alone.
-        others = rows.others
-        ranges = postgres_spans(operation_id, rows.spans)
-        copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
-        add_counters = _ADD_COUNTERS
-        counters: tuple[object, ...] = (
-            delta.processed,
-            delta.successful,
-            delta.failed,
-            operation_id,
+        encoded = sorted(
+            (_encode(place, write) for place, write in enumerate(writes)),
+            key=lambda each: each.lock_order,
         )
-        if fence is not None and fence.chunk is None:
-            add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
-            counters += (fence.worker_id,)
-        try:
-            async with self._db.write() as conn:
-                # The operation row is locked first by every writer, so writers never deadlock;
-                # the fence keeps a worker that lost the operation (or its chunk) out.
-                status = (await conn.exec_driver_sql(add_counters, counters)).scalar_one_or_none()
-                if status is None:
-                    return None
-                if fence is not None and fence.chunk is not None:
-                    held = (operation_id, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
-                    if (await conn.exec_driver_sql(_HELD_CHUNK, held)).first() is None:
-                        raise _NotHeld  # rolls the counters back
-                if ranges:
-                    await _insert_spans(conn, ranges)
-                if not copied or not await _copy_in(conn, copied):
-                    if others:
-                        upsert, params = postgres_upsert(operation_id, others)
-                        await conn.exec_driver_sql(upsert, params)
-                if rows.new_steps:
-                    steps = [(operation_id, name) for name in rows.new_steps]
-                    await conn.exec_driver_sql(_ADD_STEP, steps)
-                await _insert_events(conn, events)
-        except _NotHeld:
-            return None
-        return OperationStatus(status)
+        async with self._db.write() as conn:
+            driver = await _driver(conn)
+            held = await _fence_all(driver, encoded)
+            await _write_rows(conn, driver, [each for each in encoded if each.place in held])
+            events = [event for place in sorted(held) for event in writes[place].events]
+            await _insert_events(conn, events)
+        statuses: list[OperationStatus | None] = [held.get(place) for place in range(len(writes))]
+        return statuses
 
     async def read_batch(
         self,

@@ -18,10 +18,16 @@ from bulkops.storage.records import (
     ReportValues,
     RowQuery,
     RowRecord,
+    RowWrite,
     WaitOutcome,
 )
 from bulkops.storage.sql.base import SqlBase
-from bulkops.storage.sql.bulk import SplitRows, completed_step_names, split_plain_spans
+from bulkops.storage.sql.bulk import (
+    SplitRows,
+    SplitWrite,
+    completed_step_names,
+    split_plain_spans,
+)
 from bulkops.storage.sql.codec import row_from_mapping
 from bulkops.storage.sql.pages import read_page
 from bulkops.storage.sql.schema import row_records
@@ -43,19 +49,38 @@ class RowMethods(SqlBase):
     ) -> OperationStatus | None:
         """Upsert row records and completed spans, add ``delta`` and record ``events`` in
         one transaction; see ``RowStore.save``."""
-        if any(row.operation_id != operation_id for row in rows):
-            raise ValueError(f"every saved row must belong to operation {operation_id}")
-        inside = events if self._events_here else ()
-        spans, others = split_plain_spans(rows)
-        spans += completed
-        names = self._listed_steps.new(operation_id, completed_step_names(spans, others))
-        split = SplitRows(spans, others, names)
-        status = await self._db.dialect.save(operation_id, split, delta, inside, fence)
-        if status is not None:
-            self._listed_steps.add(operation_id, names)
-            if not self._events_here:
-                await self._after_commit(events)
-        return status
+        write = RowWrite(operation_id, rows, delta, events, fence, completed)
+        return (await self.save_many([write]))[0]
+
+    async def save_many(self, writes: Sequence[RowWrite]) -> builtins.list[OperationStatus | None]:
+        """Several saves in one transaction, each fenced on its own; see
+        ``RowStore.save_many``."""
+        for write in writes:
+            write.check()
+        if not writes:
+            return []
+        split = [self._split(write) for write in writes]
+        statuses = await self._db.dialect.save_many(split)
+        written: builtins.list[EventRecord] = []
+        for write, entry, status in zip(writes, split, statuses, strict=True):
+            if status is not None:
+                self._listed_steps.add(write.operation_id, entry.rows.new_steps)
+                written.extend(write.events)
+        if not self._events_here:
+            await self._after_commit(written)
+        return statuses
+
+    def _split(self, write: RowWrite) -> SplitWrite:
+        """A write as the dialect takes it: plain completions in spans, the step names
+        ``completed_steps`` may not list yet, and its events when they go in the
+        transaction."""
+        spans, others = split_plain_spans(write.rows)
+        spans += write.completed
+        steps = completed_step_names(spans, others)
+        names = self._listed_steps.new(write.operation_id, steps)
+        inside = write.events if self._events_here else ()
+        rows = SplitRows(spans, others, names)
+        return SplitWrite(write.operation_id, rows, write.delta, inside, write.fence)
 
     async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
         """One row record, or None when unknown."""

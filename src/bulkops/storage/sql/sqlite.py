@@ -21,9 +21,7 @@ from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     REPORT_FIELDS,
     EventRecord,
-    Fence,
     OperationRecord,
-    ProgressDelta,
     ReportValues,
     RowRecord,
     WaitOutcome,
@@ -31,7 +29,7 @@ from bulkops.storage.records import (
 from bulkops.storage.sql.bulk import (
     SQLITE_RANGE_UPSERT,
     SQLITE_UPSERT,
-    SplitRows,
+    SplitWrite,
 )
 from bulkops.storage.sql.codec import (
     EVENT_COLUMNS,
@@ -74,14 +72,10 @@ _HELD_CHUNK = (
 )
 
 
-def save(
-    operation_id: UUID,
-    rows: SplitRows,
-    delta: ProgressDelta,
-    events: Sequence[EventRecord],
-    fence: Fence | None,
-) -> Callable[[sqlite3.Connection], OperationStatus | None]:
-    """``RowStore.save`` as one transaction (events are written when given)."""
+def _save(write: SplitWrite) -> Callable[[sqlite3.Connection], OperationStatus | None]:
+    """One write of ``save_many`` within the writer's transaction: nothing is written
+    unless its fence holds (events are written when given)."""
+    operation_id, rows, delta, events, fence = write
     key = str(operation_id)
     ranges = sqlite_spans(operation_id, rows.spans)
     encoded = sqlite_rows(operation_id, rows.others)
@@ -114,6 +108,19 @@ def save(
             connection.executemany(_INSERT_EVENT, sqlite_events(events))
         status = connection.execute(_STATUS, (key,)).fetchone()
         return OperationStatus(status[0])
+
+    return work
+
+
+def save_many(
+    writes: Sequence[SplitWrite],
+) -> Callable[[sqlite3.Connection], list[OperationStatus | None]]:
+    """``RowStore.save_many`` as one transaction: each write in order, fenced on its own
+    (the writer holds the database, so the order of writes locks nothing)."""
+    each = [_save(write) for write in writes]
+
+    def work(connection: sqlite3.Connection) -> list[OperationStatus | None]:
+        return [save(connection) for save in each]
 
     return work
 
@@ -299,16 +306,9 @@ class SqliteDialect:
         """One executemany of the row upsert."""
         await conn.exec_driver_sql(SQLITE_UPSERT, sqlite_rows(operation_id, rows))
 
-    async def save(
-        self,
-        operation_id: UUID,
-        rows: SplitRows,
-        delta: ProgressDelta,
-        events: Sequence[EventRecord],
-        fence: Fence | None,
-    ) -> OperationStatus | None:
-        """``RowStore.save`` in one write of the writer thread."""
-        return await self._threads.write_sqlite(save(operation_id, rows, delta, events, fence))
+    async def save_many(self, writes: Sequence[SplitWrite]) -> list[OperationStatus | None]:
+        """``RowStore.save_many`` in one write of the writer thread."""
+        return await self._threads.write_sqlite(save_many(writes))
 
     async def read_batch(
         self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None

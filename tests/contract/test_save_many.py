@@ -1,0 +1,248 @@
+"""RowStore.save_many: several runs' rows in one transaction, each write fenced on its own."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from bulkops.storage import lifecycle
+from bulkops.storage.records import (
+    CompletedSpan,
+    EventRecord,
+    Fence,
+    OperationRecord,
+    ProgressDelta,
+    RowQuery,
+    RowRecord,
+    RowWrite,
+)
+from bulkops.storage.sql.bulk import COPY_MIN_ROWS
+from bulkops.storage.states import ErrorType, EventType, OperationStatus, RowState
+from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
+from tests.contract.test_chunk_store import FRESH, NOW, chunks_of, split_operation
+
+
+def failed(make_row: MakeRow, operation_id: uuid.UUID, number: int) -> RowRecord:
+    return make_row(
+        operation_id,
+        number,
+        state=RowState.FAILED,
+        error_type=ErrorType.PROCESSING,
+        error_message=f"row {number} failed",
+        completed_at=None,
+    )
+
+
+async def stored_rows(stores: Stores, operation_id: uuid.UUID) -> list[RowRecord]:
+    page = await stores.rows.page(RowQuery(operation_id=operation_id, page_size=10_000))
+    return list(page.items)
+
+
+async def counters(stores: Stores, operation_id: uuid.UUID) -> tuple[int, int, int]:
+    record = await stores.operations.get(operation_id)
+    assert record is not None
+    return record.processed_rows, record.successful_rows, record.error_count
+
+
+async def row_failures(stores: Stores) -> list[EventRecord]:
+    """The RowFailed events of the feed (claims and splits record events too)."""
+    feed = await stores.events.read(after=0, limit=100)
+    return [event for event in feed if event.type is EventType.ROW_FAILED]
+
+
+async def running(stores: Stores, make_operation: MakeOperation, worker: str) -> OperationRecord:
+    """A Running operation held by ``worker``."""
+    op = make_operation()
+    await stores.operations.add(op)
+    claimed = await stores.operations.apply(lifecycle.claim(op, worker, NOW))
+    assert claimed is not None
+    return claimed
+
+
+async def test_no_writes_return_no_statuses(stores: Stores) -> None:
+    assert await stores.rows.save_many([]) == []
+
+
+async def test_writes_of_several_operations_are_stored_with_a_status_each_in_order(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    ops = [await running(stores, make_operation, "w1") for _ in range(3)]
+    pending = make_operation()
+    await stores.operations.add(pending)
+    # Against the order of their ids, so a store that sorts must answer in the given order.
+    targets = sorted([*ops, pending], key=lambda op: op.id, reverse=True)
+    writes = [
+        RowWrite(
+            op.id,
+            [make_row(op.id, n) for n in range(1, 4 + i)],
+            ProgressDelta(3 + i, 3 + i, 0),
+            fence=None if op is pending else Fence("w1"),
+        )
+        for i, op in enumerate(targets)
+    ]
+
+    statuses = await stores.rows.save_many(writes)
+
+    assert statuses == [
+        OperationStatus.PENDING if op is pending else OperationStatus.RUNNING for op in targets
+    ]
+    for i, write in enumerate(writes):
+        assert await stored_rows(stores, write.operation_id) == list(write.rows)
+        assert await counters(stores, write.operation_id) == (3 + i, 3 + i, 0)
+
+
+async def test_two_chunks_of_one_operation_are_both_written(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = await split_operation(stores, make_operation, parts=2)
+    for worker in ("w1", "w2"):
+        assert await chunks_of(stores).claim_chunk(["import-users"], worker, NOW, FRESH)
+    first = [make_row(op.id, n) for n in range(1, 11)]
+    second = [make_row(op.id, 11), failed(make_row, op.id, 12)]
+
+    statuses = await stores.rows.save_many(
+        [
+            RowWrite(op.id, second, ProgressDelta(2, 1, 1), fence=Fence("w2", 1)),
+            RowWrite(op.id, first, ProgressDelta(10, 10, 0), fence=Fence("w1", 0)),
+        ]
+    )
+
+    assert statuses == [OperationStatus.RUNNING, OperationStatus.RUNNING]
+    assert await stored_rows(stores, op.id) == [*first, *second]
+    assert await counters(stores, op.id) == (12, 11, 1)
+
+
+async def test_a_write_whose_chunk_is_lost_writes_nothing_and_the_others_are_written(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = await split_operation(stores, make_operation, parts=3)
+    for worker in ("w1", "w2", "w3"):  # chunks 0, 1 and 2
+        assert await chunks_of(stores).claim_chunk(["import-users"], worker, NOW, FRESH)
+    rows = {c: [failed(make_row, op.id, 1 + 10 * c), make_row(op.id, 2 + 10 * c)] for c in range(3)}
+    events = {c: [lifecycle.row_failed_event(op, rows[c][0], BASE_TIME)] for c in range(3)}
+
+    statuses = await stores.rows.save_many(
+        [
+            RowWrite(op.id, rows[c], ProgressDelta(2, 1, 1), events[c], Fence(worker, c))
+            for c, worker in enumerate(("w1", "former", "w3"))
+        ]
+    )
+
+    assert statuses == [OperationStatus.RUNNING, None, OperationStatus.RUNNING]
+    assert await stored_rows(stores, op.id) == [*rows[0], *rows[2]]
+    assert await counters(stores, op.id) == (4, 2, 2)
+    stored = await row_failures(stores)
+    assert [event.message for event in stored] == [
+        event.message for event in (*events[0], *events[2])
+    ]
+
+
+async def test_a_lost_operation_and_an_unknown_one_write_nothing_among_held_ones(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    held = await running(stores, make_operation, "w1")
+    lost = await running(stores, make_operation, "holder")
+    unknown = uuid.uuid4()
+    lost_row = failed(make_row, lost.id, 1)
+    held_row = failed(make_row, held.id, 1)
+
+    statuses = await stores.rows.save_many(
+        [
+            RowWrite(
+                lost.id,
+                [lost_row],
+                ProgressDelta(1, 0, 1),
+                [lifecycle.row_failed_event(lost, lost_row, BASE_TIME)],
+                Fence("w1"),
+            ),
+            RowWrite(unknown, [make_row(unknown, 1)], ProgressDelta(1, 1, 0)),
+            RowWrite(
+                held.id,
+                [held_row],
+                ProgressDelta(1, 0, 1),
+                [lifecycle.row_failed_event(held, held_row, BASE_TIME)],
+                Fence("w1"),
+            ),
+        ]
+    )
+
+    assert statuses == [None, None, OperationStatus.RUNNING]
+    assert await stored_rows(stores, lost.id) == []
+    assert await counters(stores, lost.id) == (0, 0, 0)
+    assert await stores.rows.get_row(unknown, 1) is None
+    assert await stored_rows(stores, held.id) == [held_row]
+    assert await counters(stores, held.id) == (1, 0, 1)
+    (event,) = await row_failures(stores)
+    assert event.operation_id == held.id
+
+
+async def test_a_row_of_another_operation_is_refused_before_anything_is_written(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op, other = make_operation(), make_operation()
+    await stores.operations.add(op)
+    await stores.operations.add(other)
+
+    with pytest.raises(ValueError):
+        await stores.rows.save_many(
+            [
+                RowWrite(op.id, [make_row(op.id, 1)], ProgressDelta(1, 1, 0)),
+                RowWrite(op.id, [make_row(other.id, 2)], ProgressDelta(1, 1, 0)),
+            ]
+        )
+
+    assert await stored_rows(stores, op.id) == []
+    assert await counters(stores, op.id) == (0, 0, 0)
+
+
+async def test_large_batches_of_two_operations_land_with_their_own_operation(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    first, second = make_operation(), make_operation()
+    await stores.operations.add(first)
+    await stores.operations.add(second)
+    size = 2 * COPY_MIN_ROWS  # rows with ids are no plain spans: PostgreSQL copies them
+    numbers = range(1, size + 1)
+    early = [failed(make_row, first.id, n) for n in numbers]
+    other = [make_row(second.id, n, row_id=f"second-{n}", row_data={"n": n}) for n in numbers]
+    late = [make_row(first.id, n, row_id=f"late-{n}") for n in numbers]  # replaces ``early``
+    more = [make_row(second.id, n, row_id=f"more-{n}") for n in range(size + 1, 2 * size + 1)]
+
+    statuses = await stores.rows.save_many(
+        [
+            RowWrite(first.id, early, ProgressDelta(size, 0, size)),
+            RowWrite(second.id, other, ProgressDelta(size, size, 0)),
+            RowWrite(first.id, late, ProgressDelta(0, size, -size)),
+            RowWrite(second.id, more, ProgressDelta(size, size, 0)),
+        ]
+    )
+
+    assert statuses == [OperationStatus.PENDING] * 4
+    assert await stored_rows(stores, first.id) == late
+    assert await stored_rows(stores, second.id) == [*other, *more]
+    assert await counters(stores, first.id) == (size, size, 0)
+    assert await counters(stores, second.id) == (2 * size, 2 * size, 0)
+
+
+async def test_completed_spans_of_several_writes_are_stored(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = await split_operation(stores, make_operation, parts=2)
+    for worker in ("w1", "w2"):
+        assert await chunks_of(stores).claim_chunk(["import-users"], worker, NOW, FRESH)
+    stamp = BASE_TIME + timedelta(seconds=1)
+    plain = [make_row(op.id, n, row_id=None, completed_at=stamp) for n in range(1, 21)]
+    span = CompletedSpan(1, 10, "process", stamp)
+
+    statuses = await stores.rows.save_many(
+        [
+            RowWrite(op.id, [], ProgressDelta(10, 10, 0), fence=Fence("w1", 0), completed=[span]),
+            RowWrite(op.id, plain[10:], ProgressDelta(10, 10, 0), fence=Fence("w2", 1)),
+        ]
+    )
+
+    assert statuses == [OperationStatus.RUNNING, OperationStatus.RUNNING]
+    assert await stored_rows(stores, op.id) == plain
+    assert await counters(stores, op.id) == (20, 20, 0)
