@@ -61,6 +61,24 @@ async def running(stores: Stores, make_operation: MakeOperation, worker: str) ->
     return claimed
 
 
+async def two_pending(
+    stores: Stores, make_operation: MakeOperation
+) -> tuple[OperationRecord, OperationRecord]:
+    """Two stored Pending operations."""
+    first, second = make_operation(), make_operation()
+    await stores.operations.add(first)
+    await stores.operations.add(second)
+    return first, second
+
+
+async def two_claimed_chunks(stores: Stores, make_operation: MakeOperation) -> OperationRecord:
+    """An operation split in two chunks, chunk 0 held by w1 and chunk 1 by w2."""
+    op = await split_operation(stores, make_operation, parts=2)
+    for worker in ("w1", "w2"):
+        assert await chunks_of(stores).claim_chunk(["import-users"], worker, NOW, FRESH)
+    return op
+
+
 async def test_no_writes_return_no_statuses(stores: Stores) -> None:
     assert await stores.rows.save_many([]) == []
 
@@ -96,9 +114,7 @@ async def test_writes_of_several_operations_are_stored_with_a_status_each_in_ord
 async def test_two_chunks_of_one_operation_are_both_written(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
-    op = await split_operation(stores, make_operation, parts=2)
-    for worker in ("w1", "w2"):
-        assert await chunks_of(stores).claim_chunk(["import-users"], worker, NOW, FRESH)
+    op = await two_claimed_chunks(stores, make_operation)
     first = [make_row(op.id, n) for n in range(1, 11)]
     second = [make_row(op.id, 11), failed(make_row, op.id, 12)]
 
@@ -145,34 +161,22 @@ async def test_a_lost_operation_and_an_unknown_one_write_nothing_among_held_ones
     held = await running(stores, make_operation, "w1")
     lost = await running(stores, make_operation, "holder")
     unknown = uuid.uuid4()
-    lost_row = failed(make_row, lost.id, 1)
-    held_row = failed(make_row, held.id, 1)
 
-    statuses = await stores.rows.save_many(
-        [
-            RowWrite(
-                lost.id,
-                [lost_row],
-                ProgressDelta(1, 0, 1),
-                [lifecycle.row_failed_event(lost, lost_row, BASE_TIME)],
-                Fence("w1"),
-            ),
-            RowWrite(unknown, [make_row(unknown, 1)], ProgressDelta(1, 1, 0)),
-            RowWrite(
-                held.id,
-                [held_row],
-                ProgressDelta(1, 0, 1),
-                [lifecycle.row_failed_event(held, held_row, BASE_TIME)],
-                Fence("w1"),
-            ),
-        ]
-    )
+    def one_failure(operation: OperationRecord) -> RowWrite:
+        row = failed(make_row, operation.id, 1)
+        event = lifecycle.row_failed_event(operation, row, BASE_TIME)
+        return RowWrite(operation.id, [row], ProgressDelta(1, 0, 1), [event], Fence("w1"))
+
+    lost_write, held_write = one_failure(lost), one_failure(held)
+    unknown_write = RowWrite(unknown, [make_row(unknown, 1)], ProgressDelta(1, 1, 0))
+
+    statuses = await stores.rows.save_many([lost_write, unknown_write, held_write])
 
     assert statuses == [None, None, OperationStatus.RUNNING]
     assert await stored_rows(stores, lost.id) == []
     assert await counters(stores, lost.id) == (0, 0, 0)
     assert await stores.rows.get_row(unknown, 1) is None
-    assert await stored_rows(stores, held.id) == [held_row]
+    assert await stored_rows(stores, held.id) == list(held_write.rows)
     assert await counters(stores, held.id) == (1, 0, 1)
     (event,) = await row_failures(stores)
     assert event.operation_id == held.id
@@ -181,9 +185,7 @@ async def test_a_lost_operation_and_an_unknown_one_write_nothing_among_held_ones
 async def test_a_row_of_another_operation_is_refused_before_anything_is_written(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
-    op, other = make_operation(), make_operation()
-    await stores.operations.add(op)
-    await stores.operations.add(other)
+    op, other = await two_pending(stores, make_operation)
 
     with pytest.raises(ValueError):
         await stores.rows.save_many(
@@ -200,9 +202,7 @@ async def test_a_row_of_another_operation_is_refused_before_anything_is_written(
 async def test_large_batches_of_two_operations_land_with_their_own_operation(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
-    first, second = make_operation(), make_operation()
-    await stores.operations.add(first)
-    await stores.operations.add(second)
+    first, second = await two_pending(stores, make_operation)
     size = 2 * COPY_MIN_ROWS  # rows with ids are no plain spans: PostgreSQL copies them
     numbers = range(1, size + 1)
     early = [failed(make_row, first.id, n) for n in numbers]
@@ -229,9 +229,7 @@ async def test_large_batches_of_two_operations_land_with_their_own_operation(
 async def test_completed_spans_of_several_writes_are_stored(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:
-    op = await split_operation(stores, make_operation, parts=2)
-    for worker in ("w1", "w2"):
-        assert await chunks_of(stores).claim_chunk(["import-users"], worker, NOW, FRESH)
+    op = await two_claimed_chunks(stores, make_operation)
     stamp = BASE_TIME + timedelta(seconds=1)
     plain = [make_row(op.id, n, row_id=None, completed_at=stamp) for n in range(1, 21)]
     span = CompletedSpan(1, 10, "process", stamp)

@@ -10,7 +10,10 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
+
+import pytest
 
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.recorder import SPAN_ROOM, RowRecorder
@@ -323,3 +326,46 @@ async def test_a_slow_write_holds_every_recorder_once_the_process_limit_is_unsto
         await first.abandon()
         await second.abandon()
     assert store.writes == [(1, 0), (3, 0)]
+
+
+class PickyStore(HeldStore):
+    """A row store that refuses (not unreachable: a bad write) any write of ``bad``."""
+
+    def __init__(self, bad: uuid.UUID) -> None:
+        super().__init__()
+        self.gate.set()
+        self.bad = bad
+
+    async def save_many(self, writes: Sequence[RowWrite]) -> list[OperationStatus | None]:
+        if any(write.operation_id == self.bad for write in writes):
+            raise ValueError("a value the database refuses")
+        return await super().save_many(writes)
+
+
+async def test_a_bad_write_fails_its_run_only_and_the_others_are_stored() -> None:
+    bad = uuid.uuid4()
+    store = PickyStore(bad)
+    writer = RowWriter(store, StorageRetry(0))  # type: ignore[arg-type]
+    good, one = recorder(store, writer=writer)
+    failures: list[BaseException] = []
+    broken = RowRecorder(
+        replace(one, id=bad),
+        writer,
+        fence=Fence("w"),
+        flush_rows=FLUSH,
+        on_status=lambda _: None,
+        on_failure=failures.append,
+    )
+    good.start()
+    broken.start()
+    try:
+        good.add(record(one, 1))
+        broken.add(RowRecord(operation_id=bad, row_number=1, state=RowState.COMPLETED))
+        await asyncio.wait_for(good.close(), 5)
+        with pytest.raises(ValueError):
+            await asyncio.wait_for(broken.close(), 5)
+    finally:
+        await good.abandon()
+        await broken.abandon()
+    assert store.writes == [(1, 0)]  # the good run's row, stored on its own
+    assert [str(error) for error in failures] == ["a value the database refuses"]
