@@ -169,6 +169,8 @@ class RowWriter:
             self._refresh()
 
     def _loop_done(self, task: asyncio.Task[None]) -> None:
+        if self._task is task:
+            self._task = None  # the next recorder to join starts a new loop
         if task.cancelled() or task.exception() is None:
             return
         error = task.exception()
@@ -183,7 +185,7 @@ class RowWriter:
             batch = [(recorder, part) for recorder, part in taken if part is not None]
             if not batch:
                 if not self._recorders:
-                    self._task = None  # the next recorder to join starts a new loop
+                    self._task = None  # as the loop ends: the next recorder starts another
                     return
                 self._wake.clear()
                 await self._wake.wait()  # a recorder's first row (or its close) wakes it
