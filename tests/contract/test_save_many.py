@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import text
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
@@ -244,3 +246,50 @@ async def test_completed_spans_of_several_writes_are_stored(
     assert statuses == [OperationStatus.RUNNING, OperationStatus.RUNNING]
     assert await stored_rows(stores, op.id) == plain
     assert await counters(stores, op.id) == (20, 20, 0)
+
+
+async def test_writes_naming_operations_in_opposite_orders_never_deadlock(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    """Writers lock operation rows in one order whatever order their writes come in: two
+    processes' writes of the same operations queue, never deadlock. A third transaction
+    holds the later operation's row while one write waits for it and the other write (its
+    operations in the opposite order) comes in; then lets go."""
+    if stores.database is None or stores.kind != "postgres":
+        pytest.skip("row locks taken one by one: a PostgreSQL matter")
+    database = stores.database
+    low, high = sorted(await two_pending(stores, make_operation), key=lambda op: op.id)
+
+    def write(operation: OperationRecord, number: int) -> RowWrite:
+        return RowWrite(operation.id, [make_row(operation.id, number)], ProgressDelta(1, 1, 0))
+
+    async def waiting_for_locks() -> int:
+        async with database.read() as conn:
+            found = await conn.execute(text(_LOCK_WAITS))
+            return int(found.scalar_one())
+
+    async def until_waiting(count: int) -> None:
+        deadline = asyncio.get_running_loop().time() + 10
+        while await waiting_for_locks() < count:
+            assert asyncio.get_running_loop().time() < deadline, "no write waits for a lock"
+            await asyncio.sleep(0.01)
+
+    async with database.write() as holder:
+        await holder.execute(text(_LOCK_OPERATION), {"id": high.id})
+        backward = asyncio.create_task(stores.rows.save_many([write(high, 1), write(low, 1)]))
+        await until_waiting(1)
+        forward = asyncio.create_task(stores.rows.save_many([write(low, 2), write(high, 2)]))
+        await until_waiting(2)
+    answers = await asyncio.wait_for(asyncio.gather(backward, forward), 30)
+
+    assert answers == [[OperationStatus.PENDING] * 2] * 2
+    for operation in (low, high):
+        assert len(await stored_rows(stores, operation.id)) == 2
+        assert await counters(stores, operation.id) == (2, 2, 0)
+
+
+_LOCK_OPERATION = "SELECT 1 FROM operations WHERE id = :id FOR UPDATE"
+_LOCK_WAITS = (
+    "SELECT count(*) FROM pg_stat_activity "
+    "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+)

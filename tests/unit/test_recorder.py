@@ -369,3 +369,34 @@ async def test_a_bad_write_fails_its_run_only_and_the_others_are_stored() -> Non
         await broken.abandon()
     assert store.writes == [(1, 0)]  # the good run's row, stored on its own
     assert [str(error) for error in failures] == ["a value the database refuses"]
+
+
+async def test_rows_running_count_toward_the_hold_of_a_slow_write() -> None:
+    store = HeldStore()
+    running = [3]  # rows holding a slot of the process right now
+    writer = RowWriter(
+        store,  # type: ignore[arg-type]
+        StorageRetry(0),
+        most_unstored=4,
+        running=lambda: running[0],
+    )
+    rows, operation = recorder(store, hold_after=10, writer=writer)
+    rows.start()
+    try:
+        rows.add(record(operation, 1))
+        await asyncio.wait_for(store.entered.wait(), 5)  # row 1's write is in flight
+        deadline = asyncio.get_running_loop().time() + 5
+        while not writer.slow:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.001)
+        rows.refresh()
+        assert rows.full  # 1 unstored + 3 running: the 4 slots, though 1 < hold_after
+        running[0] = 2
+        rows.refresh()
+        assert not rows.full  # a slot is free again
+        store.gate.set()
+        await rows.close()
+    finally:
+        store.gate.set()
+        await rows.abandon()
+    assert store.writes == [(1, 0)]

@@ -98,9 +98,7 @@ class RowRecorder:
     def add(self, record: RowRecord) -> None:
         """Buffer one row record."""
         self._buffer.append(record)
-        self._writer.buffered += 1
-        if len(self._buffer) + self._span_rows == 1:
-            self._writer.wake()  # the writer waits only while every buffer is empty
+        self._writer.added(1)
         if not self._has_room():
             self._room.clear()
 
@@ -110,8 +108,7 @@ class RowRecorder:
         append_span(self._spans, first, last, at)
         count = last - first + 1
         self._span_rows += count
-        self._writer.buffered += count
-        self._writer.wake()
+        self._writer.added(count)
         if not self._has_room():
             self._room.clear()
 
@@ -151,7 +148,6 @@ class RowRecorder:
             self._closing = True
             if not (self._writing or self._buffer or self._spans):
                 self._drained.set()
-            self._writer.wake()
             await self._drained.wait()
             self._leave()
         if self._error is not None:

@@ -105,7 +105,7 @@ class RowWriter:
         self._limit = 0  # unstored rows that hold every producer during a slow write
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.buffered = 0  # rows buffered by every recorder, not yet in a write
+        self._buffered = 0  # rows buffered by every recorder, not yet in a write
         self._in_write = 0  # rows of the write in flight
         self._slow = False  # the write in flight is slow
         self._stalled = False  # the write in flight met an unreachable storage
@@ -117,7 +117,7 @@ class RowWriter:
         return not self._stalled and not (
             self._slow
             and self._limit
-            and self.buffered + self._in_write + self._running() >= self._limit
+            and self._buffered + self._in_write + self._running() >= self._limit
         )
 
     @property
@@ -137,7 +137,7 @@ class RowWriter:
         """Stop taking ``recorder``'s rows (what it still buffers is given up)."""
         if recorder in self._recorders:
             del self._recorders[recorder]
-            self.buffered -= recorder.buffered_rows
+            self._buffered -= recorder.buffered_rows
             self._limit = self._hold_limit()
             self._refresh()
         self._wake.set()
@@ -146,8 +146,10 @@ class RowWriter:
         """Count the rows of a write that was stored."""
         self._metrics.rows_done(operation, delta.successful, delta.failed)
 
-    def wake(self) -> None:
-        """A recorder buffered its first row since the last write began."""
+    def added(self, rows: int) -> None:
+        """A recorder buffered ``rows`` more rows (the writer waits only while every
+        buffer is empty)."""
+        self._buffered += rows
         self._wake.set()
 
     def _hold_limit(self) -> int:
@@ -191,7 +193,7 @@ class RowWriter:
                 await self._wake.wait()  # a recorder's first row (or its close) wakes it
                 continue
             rows = sum(part.rows for _, part in batch)
-            self.buffered -= rows
+            self._buffered -= rows
             self._in_write = rows
             self._refresh()  # the producers refill their buffers during the write
             timer = None
