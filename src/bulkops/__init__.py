@@ -18,7 +18,15 @@ from bulkops.definition.operation import (
     operation,
 )
 from bulkops.definition.row_context import RowContext, current_row
-from bulkops.definition.steps import PollingStep, SignalStep, Step, polling_step, signal_step, step
+from bulkops.definition.steps import (
+    PollingStep,
+    SignalStep,
+    Step,
+    polling_step,
+    signal_step,
+    step,
+    undo_step,
+)
 from bulkops.errors import BulkOpsError, ValidationError
 from bulkops.settings import Settings
 from bulkops.wire import ErrorType, OperationStatus, RowState
@@ -77,4 +85,5 @@ __all__ = [
     "polling_step",
     "signal_step",
     "step",
+    "undo_step",
 ]

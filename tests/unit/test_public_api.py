@@ -32,6 +32,7 @@ def test_exported_members() -> None:
         "polling_step",
         "signal_step",
         "step",
+        "undo_step",
     ]
     for name in bulkops.__all__:
         assert getattr(bulkops, name) is not None

@@ -96,6 +96,7 @@ class OperationDescriptor(Schema):
     step_rate_limits: dict[str, str] | None = None
     csv_delimiter: str | None = None
     schema_version: str | None = None
+    undoable: bool | None = None  # shown (true) only when the operation defines an undo
 
     @classmethod
     def of(cls, definition: OperationDefinition) -> OperationDescriptor:
@@ -117,6 +118,7 @@ class OperationDescriptor(Schema):
             step_rate_limits=step_limits or None,
             csv_delimiter=controls.csv_delimiter,
             schema_version=controls.schema_version,
+            undoable=True if definition.undoable else None,
         )
 
 
@@ -163,6 +165,9 @@ class OperationSchema(Schema):
     dry_run: bool | None = None
     source_operation_id: UUID | None = None
     priority: int = 0
+    # The operation this one undoes; the operation that undoes this one.
+    undo_of: UUID | None = None
+    undone_by: UUID | None = None
 
     @classmethod
     def from_record(cls, source: object) -> Self:

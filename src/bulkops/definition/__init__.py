@@ -24,6 +24,7 @@ from bulkops.definition.steps import (
     polling_step,
     signal_step,
     step,
+    undo_step,
 )
 
 __all__ = [
@@ -50,4 +51,5 @@ __all__ = [
     "polling_step",
     "signal_step",
     "step",
+    "undo_step",
 ]

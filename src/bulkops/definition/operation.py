@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from bulkops.definition.controls import (
@@ -15,7 +15,7 @@ from bulkops.definition.controls import (
 )
 from bulkops.definition.fields import FieldDescriptor, describe
 from bulkops.definition.models import Metadata, Row, column_name
-from bulkops.definition.steps import Step, StepKind, StepMethod, StepSpec
+from bulkops.definition.steps import Step, StepKind, StepMethod, StepSpec, UndoMethod
 from bulkops.errors import DefinitionError
 
 M = TypeVar("M", bound=Metadata)
@@ -24,6 +24,7 @@ C = TypeVar("C", bound=type)
 
 DEFINITION_ATTRIBUTE = "__bulkops_definition__"
 PROCESS_STEP = "process"
+UNDO_ROW = "undo_row"
 VALIDATION_STEP = "validation"
 
 
@@ -51,6 +52,13 @@ class RowOperation(OperationBase[M, R]):
         """Do the work for one row. Any exception fails the row (error type Processing)."""
         raise NotImplementedError
 
+    async def undo_row(self, row: R, metadata: M) -> None:
+        """Undo what ``process_row`` did for a row (optional; defining it lets a finished
+        operation be undone with ``POST /api/bulks/{id}/undo``). It runs once for each
+        row that completed, with the row's data as it was run. Any exception fails the
+        undo of that row."""
+        raise NotImplementedError
+
 
 class BatchOperation(OperationBase[M, R]):
     """An operation that validates each row, then processes valid rows in batches of
@@ -63,6 +71,12 @@ class BatchOperation(OperationBase[M, R]):
         row's failure message (None for a row that succeeded). An exception fails every
         row of the batch (error type Processing, its text as the message).
         """
+        raise NotImplementedError
+
+    async def undo_row(self, row: R, metadata: M) -> None:
+        """Undo what ``process_batch`` did for one row (optional; defining it lets a
+        finished operation be undone). An undo runs row by row: once for each row that
+        completed, with its data as it was run."""
         raise NotImplementedError
 
 
@@ -99,6 +113,7 @@ class StepDefinition:
     key: Callable[[Any, Any], Any] | None = None
     check_name: str | None = None
     rate_limit: RateLimit | None = None
+    undo_name: str | None = None  # the method that undoes the step (``@undo_step``)
 
     @classmethod
     def of(cls, spec: StepSpec, index: int, method_name: str | None) -> StepDefinition:
@@ -136,6 +151,13 @@ class OperationDefinition:
     overrides_validate_row: bool
     overrides_row_id: bool
     controls: OperationControls = field(default_factory=OperationControls)
+    undo_row: bool = False  # a row or batch operation defines ``undo_row``
+
+    @property
+    def undoable(self) -> bool:
+        """Whether the operation defines an undo: ``undo_row``, or an ``@undo_step`` for
+        at least one step."""
+        return self.undo_row or any(step.undo_name is not None for step in self.steps)
 
     @property
     def is_batch(self) -> bool:
@@ -209,6 +231,31 @@ def _declared_steps(cls: type) -> list[tuple[StepSpec, str | None]]:
     return found
 
 
+def _undo_methods(cls: type, name: str, steps: tuple[StepDefinition, ...]) -> dict[str, str]:
+    """Step index -> the name of the method undoing it, from ``@undo_step`` declarations."""
+    declared: dict[str, UndoMethod[Any]] = {}
+    for klass in reversed(inspect.getmro(cls)):
+        for attribute, value in vars(klass).items():
+            if isinstance(value, UndoMethod):
+                declared[attribute] = value
+    by_name = {step.name.casefold(): step for step in steps}
+    found: dict[str, str] = {}
+    for attribute, method in declared.items():
+        target = by_name.get(method.step_name.casefold())
+        if target is None:
+            known = ", ".join(repr(step.name) for step in steps)
+            raise DefinitionError(
+                f"Operation {name!r}: @undo_step({method.step_name!r}) names no step "
+                f"(steps: {known})"
+            )
+        if target.name in found:
+            raise DefinitionError(
+                f"Operation {name!r}: step {target.name!r} has two @undo_step methods"
+            )
+        found[target.name] = attribute
+    return found
+
+
 def _pipeline_steps(cls: type, name: str) -> tuple[StepDefinition, ...]:
     declared = _declared_steps(cls)
     if not declared:
@@ -224,9 +271,11 @@ def _pipeline_steps(cls: type, name: str) -> tuple[StepDefinition, ...]:
                 f"Polling step {spec.name!r} needs a completion check (@{method}.check)"
             )
     ordered = sorted(declared, key=lambda item: item[0].order)  # stable: ties keep order
-    return tuple(
+    steps = tuple(
         StepDefinition.of(spec, index, method) for index, (spec, method) in enumerate(ordered)
     )
+    undos = _undo_methods(cls, name, steps)
+    return tuple(replace(step, undo_name=undos.get(step.name)) for step in steps)
 
 
 def _check_name(name: object) -> str:
@@ -252,6 +301,9 @@ def _kind(cls: type, name: str) -> tuple[tuple[StepDefinition, ...], bool, str]:
     raise DefinitionError(
         f"{cls.__name__} must subclass RowOperation, BatchOperation or PipelineOperation"
     )
+
+
+_KINDS: dict[str, type] = {"row": RowOperation, "batch": BatchOperation}
 
 
 def build_definition(
@@ -300,6 +352,7 @@ def build_definition(
         overrides_validate_row=_overrides(cls, "validate_row", OperationBase),
         overrides_row_id=_overrides(row_model, "row_id", Row),
         controls=controls,
+        undo_row=kind != "pipeline" and _overrides(cls, UNDO_ROW, _KINDS[kind]),
     )
 
 

@@ -49,7 +49,10 @@ class RowContext:
             every run of this row's step (per-step retries, a run again after a crash, an
             operation retry) and different for any other. Pass it as the Idempotency-Key
             of the downstream call the step makes, so that a call repeated by an
-            at-least-once run takes effect once.
+            at-least-once run takes effect once. In an undo, the undo operation's id
+            with the number and step index of the row's step undone.
+        undo: True while an undo runs (``undo_row``, an ``@undo_step`` method): the
+            step named is the step being undone.
     """
 
     operation_id: UUID
@@ -62,6 +65,7 @@ class RowContext:
     retry_attempt: int
     created_by: str
     idempotency_key: str = field(init=False)
+    undo: bool = False
 
     def __post_init__(self) -> None:
         key = f"{self.operation_id}:{self.row_number}:{self.step_index}"
@@ -75,6 +79,7 @@ class RowScope:
     operation_id: UUID
     operation_name: str
     created_by: str
+    undo: bool = False  # the rows of an undo operation
 
 
 # What the engine marks per row: kept a tuple (no object built per row) and turned into a
@@ -123,4 +128,5 @@ def current_row() -> RowContext:
         attempt=attempt,
         retry_attempt=retry_attempt,
         created_by=scope.created_by,
+        undo=scope.undo,
     )

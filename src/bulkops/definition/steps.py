@@ -13,6 +13,7 @@ from bulkops.definition.controls import RateLimit
 from bulkops.errors import DefinitionError
 
 F = TypeVar("F", bound=Callable[..., Any])
+U = TypeVar("U", bound=Callable[..., Any])
 CheckF = TypeVar("CheckF", bound=Callable[..., Any])
 STEP_ATTRIBUTE = "__bulkops_step__"
 
@@ -93,6 +94,44 @@ class StepMethod(Generic[F]):
             raise DefinitionError(f"Step {self.spec.name!r} is not a polling step")
         self.spec = replace(self.spec, check_name=function.__name__)
         return function
+
+
+class UndoMethod(Generic[U]):
+    """A method declared by ``@undo_step``: it undoes what a pipeline step did for a row.
+    It still behaves as the plain method on instances."""
+
+    def __init__(self, function: U, step_name: str) -> None:
+        self.function = function
+        self.step_name = step_name
+        self.__doc__ = function.__doc__
+        self.__name__ = getattr(function, "__name__", step_name)
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> UndoMethod[U]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type) -> U: ...
+
+    def __get__(self, instance: object | None, owner: type) -> Any:
+        if instance is None:
+            return self
+        return self.function.__get__(instance, owner)
+
+
+def undo_step(name: str) -> Callable[[U], UndoMethod[U]]:
+    """Declare the method that undoes pipeline step ``name``: ``(self, row, metadata)``,
+    sync or async.
+
+    ``POST /api/bulks/{id}/undo`` runs it once for each row that completed that step, with
+    the row's data as it was run; a row's undos run in reverse step order.
+    ``bulkops.current_row()`` in it says ``undo=True`` and names the step undone.
+
+    Args:
+        name: The name of the step it undoes (a step of the same operation).
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise DefinitionError("@undo_step needs the name of the step it undoes")
+    return lambda function: UndoMethod(function, name)
 
 
 def step(

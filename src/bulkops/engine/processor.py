@@ -18,6 +18,7 @@ from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_f
 from bulkops.engine.retry import RetrySource
 from bulkops.engine.run import Ending, Run, Runner, StopReason
 from bulkops.engine.spread import GRAIN, SPREAD_SECONDS, Cut, Probe, chunk_size, cut
+from bulkops.engine.undo import undo_source
 from bulkops.errors import IllegalTransition
 from bulkops.formats import FileFormat, RowCount, count_chunks
 from bulkops.storage import lifecycle
@@ -73,6 +74,13 @@ class OperationRun(Run):
     async def _process(self) -> None:
         definition = self._definition()
         fmt = FileFormat(self.record.file_format)
+        if self.record.undo_of is not None and self.record.status is OperationStatus.RUNNING:
+            # An undo runs the rows the undone operation recorded: never split.
+            runner = await self._prepare(definition, self.record.total_rows)
+            stores, record = self._stores, self.record
+            async with undo_source(stores, self._retry, record, definition) as source:
+                await self._run(source, runner)
+            return
         if self.record.status is OperationStatus.RETRYING:
             await self._process_retry(definition, fmt)
             return

@@ -31,6 +31,7 @@ from bulkops.engine.recorder import RowRecorder
 from bulkops.engine.resume import RowBatch
 from bulkops.engine.rows import RowRunner
 from bulkops.engine.sink import RecordingSink
+from bulkops.engine.undo import UndoRunner
 from bulkops.engine.window import FailureBudget, Window
 from bulkops.errors import FileFormatError, StorageError
 from bulkops.formats import RawRow
@@ -242,11 +243,12 @@ class Run:
         pacer = Pacer(self._context.gate, waiting)
         basics = (definition, instance, metadata, self.record.id)
         created_by = self.record.created_by
-        if definition.is_batch:
+        undo = self.record.undo_of is not None  # an undo runs row by row, whatever the kind
+        if definition.is_batch and not undo:
             return BatchRunner(*basics, pacer=pacer, created_by=created_by)
-        if not definition.is_step_based:
+        if not definition.is_step_based and not undo:
             return RowRunner(*basics, pacer=pacer, created_by=created_by)
-        return PipelineRunner(
+        return (UndoRunner if undo else PipelineRunner)(
             *basics,
             pacer=pacer,
             created_by=created_by,

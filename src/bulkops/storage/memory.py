@@ -41,6 +41,7 @@ from bulkops.storage.records import (
     RowQuery,
     RowRecord,
     RowWrite,
+    UndoRefused,
     WaitOutcome,
     report_values,
 )
@@ -188,6 +189,26 @@ class MemoryStore:
         self._rows[record.id] = {}
         self._order[record.id] = []
         self.events.append_now(events)
+        return None
+
+    async def add_undo(
+        self,
+        record: OperationRecord,
+        events: Sequence[EventRecord] = (),
+        *,
+        limit: ActiveLimit | None = None,
+    ) -> UndoRefused | LimitReached | None:
+        """Insert the undo operation ``record`` and name it on the operation it undoes (see
+        ``OperationStore.add_undo``)."""
+        if record.undo_of is None:
+            raise ValueError("an undo operation names the operation it undoes (undo_of)")
+        original = self._operations.get(record.undo_of)
+        if original is None or original.undone_by is not None or not original.status.is_terminal:
+            return UndoRefused(None if original is None else _copy_operation(original))
+        refused = await self.add(record, events, limit=limit)
+        if isinstance(refused, LimitReached):
+            return refused
+        self._operations[original.id] = replace(original, undone_by=record.id)
         return None
 
     async def acquire(self, key: str, limit: int, period: float) -> float:

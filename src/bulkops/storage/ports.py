@@ -38,6 +38,7 @@ from bulkops.storage.records import (
     RowRecord,
     RowWrite,
     StoredFile,
+    UndoRefused,
     WaitOutcome,
 )
 from bulkops.storage.states import DeliveryState, OperationStatus, RowState
@@ -70,6 +71,21 @@ class OperationStore(Protocol):
         limit holds under concurrency. A replayed key wins over the limit.
         Returns None when the record was inserted.
         """
+
+    async def add_undo(
+        self,
+        record: OperationRecord,
+        events: Sequence[EventRecord],
+        *,
+        limit: ActiveLimit | None = None,
+    ) -> UndoRefused | LimitReached | None:
+        """Insert the undo operation ``record`` (its ``undo_of`` names the operation it
+        undoes) with its events, and set ``undone_by`` of that operation, in one
+        transaction, when that operation is in a final status and not undone yet: of two
+        concurrent undos of one operation exactly one inserts. Returns None when inserted;
+        else nothing is inserted: ``UndoRefused`` with that operation as stored (its
+        ``undone_by`` or status says why), or ``LimitReached`` when the active limit
+        refuses it (as ``add``)."""
 
     async def status_counts(self, tenant: str | None = None) -> dict[OperationStatus, int]:
         """How many operations are in each status (statuses with none are left out); with

@@ -67,6 +67,9 @@ class OperationRecord:
     sheet: str | None = None
     # Fair sharing: a higher priority runs first (-10..10; the priority form field).
     priority: int = 0
+    # An undo operation names the operation it undoes; that one names its undo.
+    undo_of: UUID | None = None
+    undone_by: UUID | None = None
 
 
 @dataclass(slots=True)
@@ -436,3 +439,11 @@ class RowWrite:
         """Raise ValueError when a row belongs to another operation."""
         if any(row.operation_id != self.operation_id for row in self.rows):
             raise ValueError(f"every saved row must belong to operation {self.operation_id}")
+
+
+@dataclass(frozen=True, slots=True)
+class UndoRefused:
+    """An ``add_undo`` that inserted nothing: the operation to undo as stored (already
+    undone, or not in a final status), or None when it is unknown."""
+
+    original: OperationRecord | None

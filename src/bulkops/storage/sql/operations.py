@@ -30,6 +30,7 @@ from bulkops.storage.records import (
     OperationQuery,
     OperationRecord,
     Page,
+    UndoRefused,
 )
 from bulkops.storage.sql.base import SqlBase
 from bulkops.storage.sql.codec import operation_from_row, operation_values
@@ -38,7 +39,7 @@ from bulkops.storage.sql.dialect import Dialect
 from bulkops.storage.sql.keys import claim_key
 from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
 from bulkops.storage.sql.schema import not_completed, operations, row_records
-from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.states import TERMINAL_STATUSES, OperationStatus, RowState
 
 _o = operations.c
 _CLAIMABLE = or_(
@@ -107,6 +108,42 @@ class OperationMethods(SqlBase):
                         return used
                 if limit is not None:
                     await _check_active(self._db.dialect, conn, record, limit.most)
+                await conn.execute(operations.insert().values(**operation_values(record)))
+                if self._events_here:
+                    await self._db.dialect.insert_events(conn, events)
+        except _Refused as refused:
+            return refused.reached
+        if not self._events_here:
+            await self._after_commit(events)
+        return None
+
+    async def add_undo(
+        self,
+        record: OperationRecord,
+        events: Sequence[EventRecord] = (),
+        *,
+        limit: ActiveLimit | None = None,
+    ) -> UndoRefused | LimitReached | None:
+        """Insert the undo operation ``record`` and name it on the operation it undoes, in
+        one transaction (see ``OperationStore.add_undo``)."""
+        if record.undo_of is None:
+            raise ValueError("an undo operation names the operation it undoes (undo_of)")
+        # The conditional UPDATE decides which of two concurrent undos wins.
+        mark = (
+            update(operations)
+            .where(
+                _o.id == record.undo_of,
+                _o.undone_by.is_(None),
+                _o.status.in_(sorted(TERMINAL_STATUSES)),
+            )
+            .values(undone_by=record.id)
+        )
+        try:
+            async with self._db.write() as conn:
+                if limit is not None:
+                    await _check_active(self._db.dialect, conn, record, limit.most)
+                if (await conn.execute(mark)).rowcount == 0:
+                    return UndoRefused(await _fetch(conn, record.undo_of))
                 await conn.execute(operations.insert().values(**operation_values(record)))
                 if self._events_here:
                     await self._db.dialect.insert_events(conn, events)

@@ -79,6 +79,8 @@ operations = Table(
     Column("source_operation_id", UuidType(), nullable=True),
     Column("sheet", Text(), nullable=True),
     Column("priority", Integer(), nullable=False, server_default="0"),
+    Column("undo_of", UuidType(), nullable=True),
+    Column("undone_by", UuidType(), nullable=True),
     # Claimable (Pending/Retrying, oldest first) and Running look-ups.
     Index("ix_operations_status_created_at", "status", "created_at"),
     Index("ix_operations_operation_name", "operation_name"),
