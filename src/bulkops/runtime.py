@@ -35,6 +35,7 @@ from bulkops.service import (
 from bulkops.service.export import ExportService
 from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
+from bulkops.service.undo import UndoService
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
 from bulkops.storage.liveness import NoLiveness
@@ -93,6 +94,7 @@ class Runtime:
     exports: ExportService
     retries: RetryService
     fixes: FixService
+    undos: UndoService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
@@ -218,6 +220,13 @@ class Runtime:
                 max_retry_attempts=settings.max_retry_attempts,
             ),
             fixes=FixService(registry, operations, rows),
+            undos=UndoService(
+                registry,
+                operations,
+                rows,
+                scheduler,
+                tenant_max_active=settings.tenant_max_active,
+            ),
             _database=database,
             _dispatcher=None
             if role == "api"

@@ -35,6 +35,7 @@ OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks and
     "getMetrics",
     "getBulkNotifications",
     "fixBulkRow",  # the third wave: a failed row fixed in place
+    "undoBulk",  # the fourth wave: undo a finished operation
 }
 
 
@@ -106,7 +107,7 @@ async def test_create_links_to_every_id_route(document: dict[str, Any]) -> None:
     created = ops["createBulk"][1]["responses"]["201"]
     id_routes = {oid for oid, (path, _) in ops.items() if "{id}" in path}
     linked = {link["operationId"] for link in created["links"].values()}
-    assert linked == id_routes and len(id_routes) == 16
+    assert linked == id_routes and len(id_routes) == 17
     for link in created["links"].values():
         assert link["parameters"] == {"id": "$response.body#/operationId"}
     assert "Location" in created["headers"]

@@ -24,6 +24,7 @@ from bulkops.api.routes import (
     notifications,
     retry,
     signals,
+    undo,
 )
 from bulkops.api.routes import metrics as metrics_routes
 from bulkops.api.routes import operations as discovery
@@ -98,6 +99,7 @@ def create_app(
         notifications,
         export,
         retry,
+        undo,
         signals,
         events,
         caller,

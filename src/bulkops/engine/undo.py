@@ -34,30 +34,13 @@ from bulkops.engine.resume import (
     operation_rows,
     source_fixes,
 )
+from bulkops.engine.undo_plan import undo_plan
 from bulkops.formats import FileFormat, RawRow
 from bulkops.storage.records import OperationRecord, RowRecord, StepState
 from bulkops.storage.states import ErrorType, RowState
 
 _BATCH = 5_000  # the undone operation's records read a query at a time
 NO_DATA = "The row's data was neither kept nor readable from the file, so it cannot be undone"
-
-
-def undo_plan(definition: OperationDefinition, record: RowRecord) -> list[StepDefinition]:
-    """The steps to undo for a row of the undone operation, in the order they are undone
-    (reverse step order): the steps it completed that define an undo. A row or batch
-    operation's row has one, ``process``, when it completed and ``undo_row`` is defined."""
-    if not definition.is_step_based:
-        done = definition.undo_row and record.state is RowState.COMPLETED
-        return [definition.steps[0]] if done else []
-    if record.state is RowState.COMPLETED:
-        completed = {step.index for step in definition.steps}
-    else:
-        completed = {state.index for state in record.steps if state.state is RowState.COMPLETED}
-    return [
-        step
-        for step in reversed(definition.steps)
-        if step.index in completed and step.undo_name is not None
-    ]
 
 
 def _undo_record(

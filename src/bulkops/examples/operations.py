@@ -32,6 +32,30 @@ class UserRow(bo.Row):
         return self.email
 
 
+class Directory:
+    """A stand-in for a user directory that honours an Idempotency-Key: a call repeated
+    with a key it has seen does nothing more."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.accounts: set[str] = set()
+        self.seen: set[str] = set()  # idempotency keys of the calls that took effect
+
+    def create(self, email: str, *, idempotency_key: str) -> None:
+        """Create the account ``email`` once per key."""
+        with self._lock:
+            if idempotency_key not in self.seen:
+                self.seen.add(idempotency_key)
+                self.accounts.add(email)
+
+    def delete(self, email: str, *, idempotency_key: str) -> None:
+        """Delete the account ``email`` once per key."""
+        with self._lock:
+            if idempotency_key not in self.seen:
+                self.seen.add(idempotency_key)
+                self.accounts.discard(email)
+
+
 @bo.operation(
     "import-users",
     description="Create user accounts from a file of names and email addresses",
@@ -47,10 +71,21 @@ class ImportUsers(bo.RowOperation[ImportMeta, UserRow]):
         if not local or "." not in domain:
             raise bo.ValidationError(f"Invalid email address {row.email!r}")
 
+    directory = Directory()  # the downstream system (one per process in this example)
+
     async def process_row(self, row: UserRow, metadata: ImportMeta) -> None:
         """Pretend to create the account; fail recognisably for blocked addresses."""
         if row.email.endswith(BLOCKED_DOMAIN):
             raise RuntimeError(f"Mail server rejected {row.email}: domain is blocked")
+        self.directory.create(row.email, idempotency_key=bo.current_row().idempotency_key)
+
+    # --8<-- [start:undo]
+    async def undo_row(self, row: UserRow, metadata: ImportMeta) -> None:
+        """Delete the account the row created (``POST /api/bulks/{id}/undo``)."""
+        key = bo.current_row().idempotency_key  # the undo operation's: once per row
+        self.directory.delete(row.email, idempotency_key=key)
+
+    # --8<-- [end:undo]
 
 
 class OnboardingMeta(bo.Metadata):
@@ -91,6 +126,15 @@ class OnboardEmployees(bo.PipelineOperation[OnboardingMeta, Employee]):
     @bo.step("Create account", order=1, max_retries=2)
     async def create_account(self, row: Employee, metadata: OnboardingMeta) -> None:
         """Pretend to create the directory account."""
+
+    # --8<-- [start:undo_step]
+    @bo.undo_step("Create account")
+    async def delete_account(self, row: Employee, metadata: OnboardingMeta) -> None:
+        """Pretend to delete the account again: undoing the onboarding runs this for each
+        row that created one (the other steps define no undo)."""
+        assert bo.current_row().undo  # and step_name == "Create account"
+
+    # --8<-- [end:undo_step]
 
     @bo.signal_step(
         "Manager approval",

@@ -85,9 +85,11 @@ class RetryService:
             return None, f"Operation {record.operation_name!r} is not registered here"
         # A retry of a dry run only validates again: nothing runs twice, so any operation's
         # dry run may be retried.
-        if not definition.retryable and not record.dry_run:
+        # An undo operation's rows keep their data: its failed undos may be retried.
+        undo = record.undo_of is not None
+        if not definition.retryable and not record.dry_run and not undo:
             return definition, f"Operation {definition.name!r} is not retryable"
-        if not definition.track_row_data:
+        if not definition.track_row_data and not undo:
             return definition, TRACK_ROW_DATA_REASON
         if self._max_attempts and record.retry_count >= self._max_attempts:
             return definition, (
