@@ -159,3 +159,24 @@ async def test_a_failed_undo_is_retried_and_skips_what_was_undone(
     flo = [(c.step, c.attempt) for c in uops.undos("undo-pipeline") if c.row_number == 2]
     # Grant access failed, then on retry ran again before Create account ran once.
     assert flo == [("Grant access", 1), ("Grant access", 1), ("Create account", 1)]
+
+
+async def test_the_client_undoes_and_previews(client: httpx.AsyncClient) -> None:
+    from bulkops.client import ApiError, AsyncClient, OperationStatus, UndoPreview
+
+    original = await run(client, "undo-rows", "name,value\nann,1\nbob,2\n")
+    transport = client._transport
+    async with AsyncClient("http://bulkops.test", transport=transport) as api:  # type: ignore[arg-type]
+        counted = await api.undo_bulk(original, preview=True)
+        assert counted == UndoPreview(rows=2, steps=2)
+        made = await api.undo_bulk(original)
+        assert str(made.undo_of) == original
+        final = await api.wait(made.id, poll_interval=0.05)
+        assert final.status is OperationStatus.COMPLETED
+        assert str((await api.get_bulk(original)).undone_by) == str(made.id)
+        try:
+            await api.undo_bulk(original)
+        except ApiError as exc:
+            assert exc.status_code == 409
+        else:
+            raise AssertionError("a second undo was accepted")

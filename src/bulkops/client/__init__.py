@@ -34,6 +34,7 @@ from bulkops.client.models import (
     RowProgress,
     SignalResult,
     StatusView,
+    UndoPreview,
     ValidationResult,
 )
 from bulkops.client.sync_client import Client
@@ -58,5 +59,6 @@ __all__ = [
     "RowState",
     "SignalResult",
     "StatusView",
+    "UndoPreview",
     "ValidationResult",
 ]

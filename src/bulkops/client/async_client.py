@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Literal, overload
 from uuid import UUID
 
 from pydantic import TypeAdapter
@@ -27,6 +27,7 @@ from bulkops.client.models import (
     RowProgress,
     SignalResult,
     StatusView,
+    UndoPreview,
     ValidationResult,
 )
 from bulkops.client.uploads import FileInput, FilePart, Metadata, form_fields, metadata_json
@@ -282,6 +283,24 @@ class AsyncClient(HttpSession):
         return await self._model(
             Page[RetryHistoryItem], "GET", f"/api/bulks/{id}/retry/history", params=params
         )
+
+    # --- undo -------------------------------------------------------------------------------
+
+    @overload
+    async def undo_bulk(self, id: UUID | str, *, preview: Literal[False] = False) -> Operation: ...
+
+    @overload
+    async def undo_bulk(self, id: UUID | str, *, preview: Literal[True]) -> UndoPreview: ...
+
+    async def undo_bulk(self, id: UUID | str, *, preview: bool = False) -> Operation | UndoPreview:
+        """Undo a finished operation: the new undo operation (its ``undo_of`` is ``id``);
+        with ``preview`` the rows and row-steps it would undo, nothing started. 409
+        (ApiError, with ``reason``) when it is not finished, defines no undo or was
+        already undone."""
+        path = f"/api/bulks/{id}/undo"
+        if preview:
+            return await self._model(UndoPreview, "POST", path, json={"preview": True})
+        return await self._model(Operation, "POST", path, json={})
 
     # --- signals ----------------------------------------------------------------------------
 

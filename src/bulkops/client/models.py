@@ -78,6 +78,8 @@ class Operation(Model):
     tenant: str | None = None  # the creator's tenant; absent for unscoped creators
     dry_run: bool = False
     source_operation_id: UUID | None = None
+    undo_of: UUID | None = None  # the operation this one undoes
+    undone_by: UUID | None = None  # the operation that undoes this one
 
 
 class StatusView(Model):
@@ -186,6 +188,13 @@ class RetryEligibility(Model):
 
     is_eligible: bool
     reason: str | None = None
+
+
+class UndoPreview(Model):
+    """What an undo would do: the rows, and their row-steps to undo."""
+
+    rows: int
+    steps: int
 
 
 class RetryResult(Model):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Literal, TypeVar, overload
 from uuid import UUID
 
 import httpx
@@ -29,6 +29,7 @@ from bulkops.client.models import (
     RowProgress,
     SignalResult,
     StatusView,
+    UndoPreview,
     ValidationResult,
 )
 from bulkops.client.uploads import FileInput, Metadata
@@ -166,6 +167,18 @@ class Client:
     def retry_bulk_rows(self, id: UUID | str, row_numbers: list[int]) -> RetryResult:
         """See ``AsyncClient.retry_bulk_rows``."""
         return self._run(self._async.retry_bulk_rows(id, row_numbers))
+
+    @overload
+    def undo_bulk(self, id: UUID | str, *, preview: Literal[False] = False) -> Operation: ...
+
+    @overload
+    def undo_bulk(self, id: UUID | str, *, preview: Literal[True]) -> UndoPreview: ...
+
+    def undo_bulk(self, id: UUID | str, *, preview: bool = False) -> Operation | UndoPreview:
+        """See ``AsyncClient.undo_bulk``."""
+        if preview:
+            return self._run(self._async.undo_bulk(id, preview=True))
+        return self._run(self._async.undo_bulk(id))
 
     def get_retry_history(self, id: UUID | str, **options: Any) -> Page[RetryHistoryItem]:
         """See ``AsyncClient.get_retry_history``."""
