@@ -83,3 +83,45 @@ class E2ELimited(bo.RowOperation[LogMeta, Item]):
     async def process_row(self, row: Item, metadata: LogMeta) -> None:
         with open(metadata.log, "a") as log:
             log.write(f"{time.time()} {row.name}\n")
+
+
+class UndoMeta(bo.Metadata):
+    log: str  # every undo call, one line each: "<row> <step index> <key>"
+    effects: str  # a SQLite file: the undos that took effect, once per idempotency key
+    delay_ms: int = 0
+
+
+def _undo_effect(metadata: UndoMeta, name: str) -> None:
+    """An idempotent downstream: the call is logged, its effect kept once per key."""
+    import sqlite3
+
+    context = bo.current_row()
+    time.sleep(metadata.delay_ms / 1000)
+    with open(metadata.log, "a") as log:
+        log.write(f"{name} {context.step_index} {context.idempotency_key}\n")
+    with sqlite3.connect(metadata.effects, timeout=30) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS effects (key TEXT PRIMARY KEY, row TEXT)")
+        db.execute("INSERT OR IGNORE INTO effects VALUES (?, ?)", (context.idempotency_key, name))
+
+
+@bo.operation("e2e-undo", description="Three steps; the first and last are undone slowly")
+class E2EUndo(bo.PipelineOperation[UndoMeta, Item]):
+    @bo.step("Create", order=1)
+    async def create(self, row: Item, metadata: UndoMeta) -> None:
+        pass
+
+    @bo.step("Notify", order=2)
+    async def notify(self, row: Item, metadata: UndoMeta) -> None:
+        pass
+
+    @bo.step("Grant", order=3)
+    async def grant(self, row: Item, metadata: UndoMeta) -> None:
+        pass
+
+    @bo.undo_step("Create")
+    def delete(self, row: Item, metadata: UndoMeta) -> None:
+        _undo_effect(metadata, row.name)
+
+    @bo.undo_step("Grant")
+    def revoke(self, row: Item, metadata: UndoMeta) -> None:
+        _undo_effect(metadata, row.name)
