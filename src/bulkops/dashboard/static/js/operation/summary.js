@@ -8,6 +8,7 @@ import { POLL_MS, useAction, useLoad } from "../hooks.js";
 import { html } from "../html.js";
 import { Link, navigate, paths } from "../router.js";
 import { DownloadButton, ErrorMessage, ProgressBar, StatusText, TERMINAL } from "../widgets.js";
+import { UndoControl, UndoLinks } from "./undo.js";
 
 const RUNNABLE = new Set(["Completed", "CompletedWithErrors"]);
 
@@ -105,6 +106,8 @@ export function Summary({ op, readOnly, onChanged }) {
     ${op.errorMessage && html`<p class="alert alert-error">${op.errorMessage}</p>`}
     <${CancelControl} op=${op} readOnly=${readOnly} onChanged=${onChanged} />
     <${RunForReal} op=${op} readOnly=${readOnly} />
+    <${UndoLinks} op=${op} />
+    <${UndoControl} op=${op} readOnly=${readOnly} />
     <h2 class="visually-hidden">Facts</h2>
     <dl class="facts">
       <${Term} name="Total rows">${count(op.totalRows)}<//>
