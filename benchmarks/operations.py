@@ -134,3 +134,18 @@ class BenchTwoSteps(bo.PipelineOperation[BenchMeta, BenchRow]):
     async def second(self, row: BenchRow, metadata: BenchMeta) -> None:
         """Sleep like an I/O call."""
         await asyncio.sleep(TWO_STEP_SLEEP)
+
+
+BENCH_UNDO = "bench-undo"
+
+
+@bo.operation(BENCH_UNDO, description="Empty process_row and undo_row")
+class BenchUndo(bo.RowOperation[BenchMeta, BenchRow]):
+    """Scenario 23: the cost of undoing an operation is bulkops' own (its undo reads the
+    file again: no row data kept)."""
+
+    async def process_row(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Nothing to do."""
+
+    async def undo_row(self, row: BenchRow, metadata: BenchMeta) -> None:
+        """Nothing to undo."""

@@ -38,6 +38,7 @@ from benchmarks.sharing import (
     small_behind_backlog,
 )
 from benchmarks.spreadsheet import xlsx_import
+from benchmarks.undo import undo_throughput
 
 Measure = Callable[[Context], Result]
 
@@ -568,5 +569,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         "20 uploads at once, quiet and with 8 closed-loop readers (status, errors, list)",
         ">= 0.5 x quiet; read p99 < 100 ms",
         closed_loop_readers,
+    ),
+    Scenario(
+        23,
+        "Undo of a 100,000-row operation (5,000 in quick mode) beside its forward run",
+        ">= 0.3 x the forward run's rows/s",
+        undo_throughput,
     ),
 )
