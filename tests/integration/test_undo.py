@@ -180,3 +180,46 @@ async def test_the_client_undoes_and_previews(client: httpx.AsyncClient) -> None
             assert exc.status_code == 409
         else:
             raise AssertionError("a second undo was accepted")
+
+
+async def test_an_undo_keeps_the_tenant_and_is_scoped_and_attributed(
+    make_client: ClientFactory,
+) -> None:
+    import json
+
+    tokens = {
+        "acme": {"role": "operate", "name": "alice", "tenant": "acme"},
+        "acme-read": {"role": "read", "name": "ann", "tenant": "acme"},
+        "globex": {"role": "operate", "name": "bob", "tenant": "globex"},
+    }
+    service = await make_client(uops.ALL, auth_tokens=json.dumps(tokens))
+
+    def as_(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    created = await service.post(
+        "/api/bulks",
+        data={"operationName": "undo-rows", "metadata": "{}"},
+        files={"file": ("rows.csv", b"name,value\nann,1\n", "text/csv")},
+        headers=as_("acme"),
+    )
+    assert created.status_code == 201, created.text
+    original = created.json()["operationId"]
+    service.headers.update(as_("acme"))
+    await wait_status(service, original)
+    # Another tenant does not see it; a reader may not undo it.
+    assert (
+        await service.post(f"/api/bulks/{original}/undo", headers=as_("globex"))
+    ).status_code == (404)
+    assert (
+        await service.post(f"/api/bulks/{original}/undo", headers=as_("acme-read"))
+    ).status_code == (403)
+    made = await service.post(f"/api/bulks/{original}/undo")
+    assert made.status_code == 201, made.text
+    body = made.json()
+    assert (body["tenant"], body["createdBy"]) == ("acme", "alice")
+    await wait_status(service, body["id"])
+    events = (await service.get(f"/api/bulks/{body['id']}/events")).json()
+    assert events[0]["type"] == "Created"
+    assert f"to undo operation {original}" in events[0]["message"]
+    assert events[-1]["type"] == "Completed"

@@ -48,6 +48,7 @@ class OperationDescriptor(Model):
     rate_limit: str | None = None
     csv_delimiter: str | None = None
     schema_version: str | None = None
+    undoable: bool = False  # the operation defines an undo (``POST /api/bulks/{id}/undo``)
     source_service: str | None = None
 
 
