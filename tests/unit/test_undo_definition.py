@@ -90,6 +90,19 @@ def test_an_undo_of_an_unknown_step_or_two_undos_of_one_step_are_refused() -> No
     with pytest.raises(DefinitionError):
         bo.undo_step("  ")
 
+    class PipelineWithUndoRow(Pipeline):
+        async def undo_row(self, row: Item, metadata: Meta) -> None: ...
+
+    with pytest.raises(DefinitionError, match="not undo_row"):
+        build_definition(PipelineWithUndoRow, "w")
+
+    class RowsWithUndoStep(Plain):
+        @bo.undo_step("process")
+        def undo_process(self, row: Item, metadata: Meta) -> None: ...
+
+    with pytest.raises(DefinitionError, match="define undo_row instead"):
+        build_definition(RowsWithUndoStep, "x")
+
 
 def _row(state: RowState, done: tuple[int, ...] = ()) -> RowRecord:
     names = ("One", "Two", "Three")

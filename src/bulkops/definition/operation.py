@@ -306,6 +306,22 @@ def _kind(cls: type, name: str) -> tuple[tuple[StepDefinition, ...], bool, str]:
 _KINDS: dict[str, type] = {"row": RowOperation, "batch": BatchOperation}
 
 
+def _check_undo(cls: type, name: str, kind: str) -> None:
+    """Each kind declares its undo one way: ``undo_row``, or ``@undo_step`` in a pipeline."""
+    if kind == "pipeline" and callable(getattr(cls, UNDO_ROW, None)):
+        raise DefinitionError(
+            f"Operation {name!r}: a pipeline undoes its steps with @bo.undo_step, not undo_row"
+        )
+    if kind != "pipeline" and any(
+        isinstance(value, UndoMethod)
+        for klass in inspect.getmro(cls)
+        for value in vars(klass).values()
+    ):
+        raise DefinitionError(
+            f"Operation {name!r}: @bo.undo_step undoes a pipeline step; define undo_row instead"
+        )
+
+
 def build_definition(
     cls: type,
     name: str,
@@ -325,6 +341,7 @@ def build_definition(
         raise DefinitionError(f"@operation decorates RowOperation subclasses, not {cls!r}")
     metadata_model, row_model = _models(cls)
     steps, step_based, kind = _kind(cls, name)
+    _check_undo(cls, name, kind)
     if kind == "batch":
         batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     elif batch_size is not None:
