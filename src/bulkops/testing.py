@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from bulkops.definition.operation import OperationDefinition
 from bulkops.definition.registry import Registry
@@ -39,6 +40,7 @@ class OperationResult:
     record: OperationRecord
     rows: list[RowRecord]
     events: list[EventRecord]
+    undo: OperationResult | None = None  # the undo operation, when ``undo=True`` asked
 
     @property
     def status(self) -> OperationStatus:
@@ -64,6 +66,7 @@ async def run_operation(
     max_row_concurrency: int = 1,
     column_map: dict[str, str] | None = None,
     sheet: str | None = None,
+    undo: bool = False,
 ) -> OperationResult:
     """Create and process one operation in memory; return its record, rows and events.
 
@@ -79,6 +82,8 @@ async def run_operation(
         max_row_concurrency: Rows (or batches) processed in parallel.
         column_map: File column -> row field, as the ``columnMap`` form field.
         sheet: The XLSX worksheet to read, as the ``sheet`` form field (default: the first).
+        undo: Then undo the finished operation (``POST /api/bulks/{id}/undo``) and run
+            the undo operation too: its result is the result's ``undo``.
     """
     if isinstance(content, Path):
         name = content.name
@@ -104,16 +109,25 @@ async def run_operation(
             column_map=None if column_map is None else json.dumps(column_map),
             sheet=sheet,
         )
-        record = created.record
-        scheduler = runtime.scheduler
-        if isinstance(scheduler, WorkScheduler):
-            await scheduler.wait_idle()
-        final = await runtime.queries.get(record.id)
-        rows = [row async for row in runtime.stores.rows.iterate(record.id)]
-        events = list(await runtime.stores.events.read(after=0, limit=1_000_000))
-        return OperationResult(record=final, rows=rows, events=events)
+        result = await _finished(runtime, created.record.id)
+        if not undo:
+            return result
+        undone = await runtime.undos.undo(created.record.id)
+        return replace(result, undo=await _finished(runtime, undone.id))
     finally:
         await runtime.close()
+
+
+async def _finished(runtime: Runtime, operation_id: UUID) -> OperationResult:
+    """The operation once the worker is idle: its record, rows and events."""
+    scheduler = runtime.scheduler
+    if isinstance(scheduler, WorkScheduler):
+        await scheduler.wait_idle()
+    final = await runtime.queries.get(operation_id)
+    rows = [row async for row in runtime.stores.rows.iterate(operation_id)]
+    events = await runtime.stores.events.read(after=0, limit=1_000_000)
+    mine = [event for event in events if event.operation_id == operation_id]
+    return OperationResult(record=final, rows=rows, events=mine)
 
 
 def run_operation_sync(
