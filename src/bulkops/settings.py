@@ -200,6 +200,13 @@ class Settings(BaseSettings):
         "when the machine has more than one core). Only for operations loaded from "
         "BULKOPS_OPERATIONS (or the examples).",
     )
+    worker_processes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Worker processes serve runs beside its HTTP process to process "
+        "operations, started, watched, restarted and stopped with it (0: processing inside "
+        "the HTTP process; unset: one per core). Only serve's combined role uses it.",
+    )
     max_resumes: int = Field(
         default=5,
         ge=0,
@@ -411,6 +418,16 @@ class Settings(BaseSettings):
         if self.row_helpers is not None:
             return self.row_helpers
         return 1 if (os.cpu_count() or 1) > 1 else 0
+
+    @property
+    def effective_worker_processes(self) -> int:
+        """``worker_processes``, or its default: the cores this process may run on."""
+        if self.worker_processes is not None:
+            return self.worker_processes
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return os.cpu_count() or 1
 
     @property
     def effective_heartbeat_interval(self) -> float:
