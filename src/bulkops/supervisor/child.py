@@ -18,7 +18,7 @@ from bulkops.observability.metrics import PUBLISH_INTERVAL, Metrics
 from bulkops.runtime import Runtime, build_registry
 from bulkops.storage.wakeups import SocketWakeUps
 from bulkops.supervisor.interpreter import loop_factory, settle_interpreter
-from bulkops.supervisor.lifeline import Assignment, receive
+from bulkops.supervisor.lifeline import Assignment, receive, report_ready
 
 log = logging.getLogger("bulkops")
 
@@ -49,6 +49,7 @@ async def run(assignment: Assignment) -> None:
     publishing = asyncio.create_task(_publish(metrics))
     try:
         await runtime.start()
+        report_ready(assignment)
         log.info("Worker process %s started", assignment.name)
         await stop.wait()
         log.info("Worker process %s stopping", assignment.name)

@@ -39,6 +39,7 @@ class Assignment:
     name: str  # "worker-1": the tag of its log lines
     settings: Settings
     wakeups: Path  # the directory of the wake-up sockets
+    ready: Path  # the directory where it says it is processing (a file named by its pid)
     parent: int  # serve's process id
 
 
@@ -55,6 +56,11 @@ def receive() -> Assignment:
     _die_with_parent(assignment.parent)
     threading.Thread(target=_watch_stdin, name="lifeline", daemon=True).start()
     return assignment
+
+
+def report_ready(assignment: Assignment) -> None:
+    """Tell ``serve`` this process is processing."""
+    (assignment.ready / str(os.getpid())).touch()
 
 
 def _read_exactly(size: int) -> bytes:

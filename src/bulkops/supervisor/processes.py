@@ -10,9 +10,12 @@ Both directories are in one private temporary directory, removed when ``serve`` 
 
 A worker process that dies is started again (at once the first time, then after a delay
 that grows while it keeps dying young); what it held is taken over by the others at once.
-``stop`` sends SIGTERM to all and waits for them to drain (``BULKOPS_SHUTDOWN_TIMEOUT``,
-plus ``STOP_GRACE``), killing the ones still running after that. Each runs in a session of
-its own, so a Ctrl-C at a terminal reaches ``serve`` alone, which then stops them in order.
+``start`` returns once every worker process is processing (or ``READY_TIMEOUT`` passed),
+so that ``serve`` answers requests once its operations can be processed, as a single
+process does. ``stop`` sends SIGTERM to all and waits for them to drain
+(``BULKOPS_SHUTDOWN_TIMEOUT``, plus ``STOP_GRACE``), killing the ones still running after
+that. Each runs in a session of its own, so a Ctrl-C at a terminal reaches ``serve``
+alone, which then stops them in order.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from bulkops.supervisor.lifeline import Assignment, encode
 
 log = logging.getLogger("bulkops")
 
+READY_TIMEOUT = 120.0  # seconds start waits for the worker processes to be processing
+READY_POLL = 0.02
 STOP_GRACE = 10.0  # seconds beyond the shutdown timeout before a worker process is killed
 RESTART_DELAY = 0.5  # the first delay before a process that keeps dying young is restarted
 MAX_RESTART_DELAY = 10.0
@@ -59,8 +64,9 @@ class WorkerProcesses:
         self._root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         self.metrics_directory = self._root / "metrics"
         self._wakeups_directory = self._root / "wakeups"
-        self.metrics_directory.mkdir()
-        self._wakeups_directory.mkdir()
+        self._ready_directory = self._root / "ready"
+        for directory in (self.metrics_directory, self._wakeups_directory, self._ready_directory):
+            directory.mkdir()
         self.wakeups = SocketWakeUps(self._wakeups_directory)
         self._processes: dict[int, asyncio.subprocess.Process] = {}  # by index
         self._keepers: list[asyncio.Task[None]] = []
@@ -72,11 +78,23 @@ class WorkerProcesses:
         return [p.pid for p in self._processes.values() if p.returncode is None]
 
     async def start(self) -> None:
-        """Start every worker process (and keep them running until ``stop``)."""
+        """Start every worker process (and keep them running until ``stop``), and wait
+        until they are processing."""
         for index in range(1, self.count + 1):
             process = await self._spawn(index)
             self._keepers.append(asyncio.create_task(self._keep(index, process)))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READY_TIMEOUT
+        while not self._all_ready():
+            if loop.time() > deadline:
+                log.warning("Worker processes not ready in %g s; serving anyway", READY_TIMEOUT)
+                break
+            await asyncio.sleep(READY_POLL)
         log.info("%d worker processes started (pids %s)", self.count, self.pids)
+
+    def _all_ready(self) -> bool:
+        ready = set(os.listdir(self._ready_directory))
+        return all(str(p.pid) in ready for p in self._processes.values())
 
     async def stop(self) -> None:
         """Let every worker process drain, kill the ones that take too long, and remove
@@ -108,7 +126,9 @@ class WorkerProcesses:
 
     async def _spawn(self, index: int) -> asyncio.subprocess.Process:
         name = f"worker-{index}"
-        assignment = Assignment(name, self._settings, self._wakeups_directory, os.getpid())
+        assignment = Assignment(
+            name, self._settings, self._wakeups_directory, self._ready_directory, os.getpid()
+        )
         # The child's prometheus-client reads this when it is imported, before any code of
         # ours runs there: it can only come through the environment.
         environment = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(self.metrics_directory))
