@@ -49,7 +49,6 @@ class SocketWakeUps:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self._own: Path | None = None  # the socket this process listens on
-        self._sender: socket.socket | None = None
 
     async def announce_work(self) -> None:
         """A datagram ``w`` to every listening process."""
@@ -62,13 +61,15 @@ class SocketWakeUps:
             self._send(message)
 
     def _send(self, message: bytes) -> None:
-        if self._sender is None:
-            self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._sender.setblocking(False)
         try:
             names = os.listdir(self._directory)
         except OSError:
             return  # the directory is gone: the service is stopping
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            sender.setblocking(False)
+            self._send_to(sender, names, message)
+
+    def _send_to(self, sender: socket.socket, names: list[str], message: bytes) -> None:
         for name in names:
             if not name.endswith(SUFFIX):
                 continue
@@ -76,7 +77,7 @@ class SocketWakeUps:
             if path == self._own:
                 continue
             try:
-                self._sender.sendto(message, str(path))
+                sender.sendto(message, str(path))
             except (ConnectionRefusedError, FileNotFoundError):
                 with contextlib.suppress(OSError):
                     path.unlink()  # nobody listens there any more
