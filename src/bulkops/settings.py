@@ -205,7 +205,8 @@ class Settings(BaseSettings):
         ge=0,
         description="Worker processes serve runs beside its HTTP process to process "
         "operations, started, watched, restarted and stopped with it (0: processing inside "
-        "the HTTP process; unset: one per core). Only serve's combined role uses it.",
+        "the HTTP process; unset: one per core). Only serve's combined role uses it, and "
+        "not with storage in memory (memory:// or BULKOPS_EVENT_STORE=memory).",
     )
     max_resumes: int = Field(
         default=5,
@@ -421,7 +422,16 @@ class Settings(BaseSettings):
 
     @property
     def effective_worker_processes(self) -> int:
-        """``worker_processes``, or its default: the cores this process may run on."""
+        """``worker_processes``, or its default: the cores this process may run on. None
+        where storage is kept in the process's memory (a ``memory://`` database or file
+        store, the memory event store): other processes could not see it."""
+        per_process = (
+            self.database_url.startswith("memory://")
+            or self.files_url.startswith("memory://")
+            or self.event_store == "memory"
+        )
+        if per_process:
+            return 0
         if self.worker_processes is not None:
             return self.worker_processes
         try:
