@@ -29,9 +29,7 @@ async def test_work_and_signals_reach_every_other_listener(directory: Path) -> N
     heard: dict[str, list[str]] = {"a": [], "b": []}
     ends = {name: SocketWakeUps(directory) for name in heard}
     tasks = [
-        asyncio.create_task(
-            end.listen(lambda n=name: heard[n].append("work"), heard[name].append)
-        )
+        asyncio.create_task(end.listen(lambda n=name: heard[n].append("work"), heard[name].append))
         for name, end in ends.items()
     ]
     try:
