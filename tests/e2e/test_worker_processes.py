@@ -119,6 +119,11 @@ def test_kill_9_of_serve_leaves_no_worker_process(spawn: Callable[..., Process])
         timeout=10,
         what="the worker processes to end with serve",
     )
+    # The next serve removes the temporary directory the killed one left behind.
+    prefix = f"bulkops-serve-{process.popen.pid}-"
+    assert [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(prefix)]
+    serve(spawn, "--worker-processes", "1")
+    assert not [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(prefix)]
 
 
 def test_sigterm_drains_the_worker_processes_and_leaves_nothing(
