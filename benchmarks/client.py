@@ -55,8 +55,8 @@ class Run:
     wall_seconds: float
     status: dict[str, Any]
     cpu: CpuTimes
-    peak_rss: int
-    helpers_peak_rss: int = 0  # the service's row helper processes, added up
+    peak_rss: int  # of the whole service (HTTP process and descendants), added up
+    helpers_peak_rss: int = 0  # the service's worker processes and row helpers, added up
     samples: list[Sample] = field(default_factory=list)
 
     @property

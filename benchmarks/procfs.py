@@ -1,4 +1,9 @@
-"""Figures of a running process read from /proc: resident memory and CPU seconds."""
+"""Figures of a running process read from /proc: resident memory and CPU seconds.
+
+A service is a tree of processes: ``serve`` (the HTTP process), its worker processes and
+their row helpers. The ``*_tree`` readings add up the whole tree, what a user's machine
+pays; ``children`` are every live descendant.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ class CpuTimes:
     process: float
     main_thread: float
     threads: dict[int, float] = field(default_factory=dict)  # other live threads by tid
-    children: dict[int, float] = field(default_factory=dict)  # live child processes by pid
+    children: dict[int, float] = field(default_factory=dict)  # live descendants by pid
 
     def __sub__(self, other: CpuTimes) -> CpuTimes:
         threads = {
@@ -34,8 +39,13 @@ class CpuTimes:
 
     @property
     def helpers(self) -> float:
-        """CPU of the live child processes (the service's row helpers)."""
+        """CPU of the live descendant processes (worker processes, row helpers)."""
         return sum(self.children.values())
+
+    @property
+    def tree(self) -> float:
+        """CPU of the whole service: the process and its live descendants."""
+        return self.process + self.helpers
 
     @property
     def other_threads(self) -> float:
@@ -105,18 +115,53 @@ def cpu_times(pid: int) -> CpuTimes:
 
 
 def child_pids(pid: int) -> list[int]:
-    """The live child processes of ``pid`` (the service's row helpers)."""
+    """The live descendant processes of ``pid`` (the service's worker processes and their
+    row helpers)."""
     found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    parents = [pid]
+    while parents:
+        parent = parents.pop()
         try:
-            found.update(int(child) for child in (task / "children").read_text().split())
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
         except OSError:
-            continue
+            continue  # it ended meanwhile
+        for task in tasks:
+            try:
+                children = {int(child) for child in (task / "children").read_text().split()}
+            except OSError:
+                continue
+            parents.extend(children - found)
+            found.update(children)
     return sorted(found)
 
 
+def rss_tree_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` and its live descendants right now, added up."""
+    total = rss_bytes(pid)
+    for child in child_pids(pid):
+        try:
+            total += rss_bytes(child)
+        except (OSError, KeyError):
+            continue
+    return total
+
+
+def peak_rss_tree_bytes(pid: int) -> int:
+    """The peak resident memory of ``pid`` and of each live descendant, added up (at
+    least the peak of the sum)."""
+    return peak_rss_bytes(pid) + helpers_peak_rss_bytes(pid)
+
+
+def reset_peak_rss_tree(pid: int) -> bool:
+    """``reset_peak_rss`` for ``pid`` and each live descendant."""
+    done = reset_peak_rss(pid)
+    for child in child_pids(pid):
+        done = reset_peak_rss(child) and done
+    return done
+
+
 def helpers_peak_rss_bytes(pid: int) -> int:
-    """The peak resident memory of the live child processes of ``pid``, added up."""
+    """The peak resident memory of the live descendant processes of ``pid``, added up."""
     total = 0
     for child in child_pids(pid):
         try:
@@ -127,7 +172,8 @@ def helpers_peak_rss_bytes(pid: int) -> int:
 
 
 class RssSampler(threading.Thread):
-    """Samples a process's VmRSS every ``interval`` seconds until stopped; keeps the peak."""
+    """Samples the VmRSS of a process and its descendants, added up, every ``interval``
+    seconds until stopped; keeps the peak."""
 
     def __init__(self, pid: int, interval: float = 0.002) -> None:
         super().__init__(name="rss-sampler", daemon=True)
@@ -141,7 +187,7 @@ class RssSampler(threading.Thread):
         """Thread body."""
         while not self._done.is_set():
             try:
-                self.peak = max(self.peak, rss_bytes(self._pid))
+                self.peak = max(self.peak, rss_tree_bytes(self._pid))
             except (OSError, KeyError):
                 return
             self.samples += 1

@@ -1,7 +1,8 @@
 """``bulkops serve`` under cProfile, switched on by SIGUSR1 and off (and saved) by SIGUSR2.
 
 Usage: ``python -m benchmarks.profiled_serve OUT.prof [serve flags...]``. Settings come from
-the ``BULKOPS_*`` environment as usual. Only the main thread (event loop) is profiled.
+the ``BULKOPS_*`` environment as usual. Only the main thread (event loop) is profiled, so
+the processing runs in it (``--worker-processes 0``, unless the flags say otherwise).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def main() -> None:
 
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
-    sys.argv = ["bulkops", "serve", *sys.argv[2:]]
+    sys.argv = ["bulkops", "serve", "--worker-processes", "0", *sys.argv[2:]]
     from bulkops.cli.main import main as bulkops_main
 
     bulkops_main()

@@ -98,7 +98,16 @@ class PySpy:
 
     def start(self, pid: int) -> None:
         """Attach py-spy."""
-        options = ["--rate", str(PYSPY_RATE), "--format", "raw", "--threads", "--idle"]
+        # --subprocesses: serve's worker processes (and row helpers) do the processing.
+        options = [
+            "--rate",
+            str(PYSPY_RATE),
+            "--format",
+            "raw",
+            "--threads",
+            "--idle",
+            "--subprocesses",
+        ]
         self._process = subprocess.Popen(
             [self._executable, "record", "--pid", str(pid), *options, "--output", str(self.output)],
             stdout=subprocess.DEVNULL,

@@ -25,7 +25,7 @@ from benchmarks.operations import (
     PIPELINE_STEPS,
     STEP_SLEEP,
 )
-from benchmarks.procfs import MB, RssSampler, reset_peak_rss
+from benchmarks.procfs import MB, RssSampler
 from benchmarks.profilers import make_profiler
 from benchmarks.reads import concurrent_uploads, read_latency
 from benchmarks.results import Figure, Result, at_least, at_most
@@ -94,6 +94,7 @@ def _run_figures(run: Run) -> dict[str, Figure]:
         "busiest_other_thread_cpu_s": round(run.cpu.busiest_other_thread, 2),
         "main_thread_busy_share": round(run.cpu.main_thread / run.wall_seconds, 3),
         "helper_cpu_s": round(run.cpu.helpers, 2),
+        "total_cpu_s": round(run.cpu.tree, 2),
         "peak_rss_mb": round(run.peak_rss / MB, 1),
         "helper_peak_rss_mb": round(run.helpers_peak_rss / MB, 1),
     }
@@ -274,7 +275,7 @@ def upload_speed(context: Context) -> Result:
     reference_mb_per_s = context.inputs.csv.stat().st_size / MB / csv_reference.seconds
     with data_dir() as directory, Service(directory) as service, httpx.Client() as client:
         rss_before = service.rss()
-        hwm_reset = reset_peak_rss(service.pid)
+        hwm_reset = service.reset_peak_rss()
         sampler = RssSampler(service.pid)
         sampler.start()
         start = time.perf_counter()
@@ -402,7 +403,7 @@ def export_report(context: Context) -> Result:
     params = {"mode": "report", "format": "csv"}
     with httpx.Client() as client:
         rss_before = service.rss()
-        hwm_reset = reset_peak_rss(service.pid)
+        hwm_reset = service.reset_peak_rss()
         sampler = RssSampler(service.pid, interval=0.01)
         cpu_before = service.cpu()
         sampler.start()

@@ -1,4 +1,8 @@
-"""A real ``bulkops serve`` process on a free loopback port, with its own data directory."""
+"""A real ``bulkops serve`` process on a free loopback port, with its own data directory.
+
+``serve`` runs at its defaults, as a user gets it: its worker processes (one per core) do
+the processing beside the HTTP process, and the memory and CPU readings add them up.
+"""
 
 from __future__ import annotations
 
@@ -117,15 +121,19 @@ class Service:
         return "\n".join(text.splitlines()[-lines:])
 
     def rss(self) -> int:
-        """Resident bytes now."""
-        return procfs.rss_bytes(self.pid)
+        """Resident bytes now, of the service's processes added up."""
+        return procfs.rss_tree_bytes(self.pid)
 
     def peak_rss(self) -> int:
-        """Peak resident bytes (VmHWM)."""
-        return procfs.peak_rss_bytes(self.pid)
+        """Peak resident bytes (VmHWM) of the service's processes, added up."""
+        return procfs.peak_rss_tree_bytes(self.pid)
+
+    def reset_peak_rss(self) -> bool:
+        """Reset the peaks of the service's processes (False when not permitted)."""
+        return procfs.reset_peak_rss_tree(self.pid)
 
     def cpu(self) -> procfs.CpuTimes:
-        """CPU seconds so far."""
+        """CPU seconds so far: of the HTTP process, and of each live descendant."""
         return procfs.cpu_times(self.pid)
 
     def __enter__(self) -> Service:

@@ -109,11 +109,13 @@ class Runtime:
         *,
         role: Role,
         metrics: Metrics | None = None,
+        local_wakeups: WakeUps | None = None,
     ) -> Runtime:
         """Connect storage (applying migrations unless disabled) and build the services.
 
         ``metrics`` receives what the engine and the services measure (a new one when
-        not given).
+        not given). ``local_wakeups`` carries notices between the processes of this host
+        where the database carries none (``serve`` and its worker processes on SQLite).
         """
         metrics = metrics or Metrics()
         database = None
@@ -166,6 +168,8 @@ class Runtime:
                 from bulkops.storage.sql.liveness import SqliteLiveness
 
                 liveness = SqliteLiveness(database)
+        if local_wakeups is not None and isinstance(wakeups, NoWakeUps):
+            wakeups = local_wakeups
         files = open_file_store(
             settings.files_url, s3_endpoint=settings.s3_endpoint, s3_region=settings.s3_region
         )

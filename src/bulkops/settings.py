@@ -200,6 +200,14 @@ class Settings(BaseSettings):
         "when the machine has more than one core). Only for operations loaded from "
         "BULKOPS_OPERATIONS (or the examples).",
     )
+    worker_processes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Worker processes serve runs beside its HTTP process to process "
+        "operations, started, watched, restarted and stopped with it (0: processing inside "
+        "the HTTP process; unset: one per core). Only serve's combined role uses it, and "
+        "not with storage in memory (memory:// or BULKOPS_EVENT_STORE=memory).",
+    )
     max_resumes: int = Field(
         default=5,
         ge=0,
@@ -411,6 +419,25 @@ class Settings(BaseSettings):
         if self.row_helpers is not None:
             return self.row_helpers
         return 1 if (os.cpu_count() or 1) > 1 else 0
+
+    @property
+    def effective_worker_processes(self) -> int:
+        """``worker_processes``, or its default: the cores this process may run on. None
+        where storage is kept in the process's memory (a ``memory://`` database or file
+        store, the memory event store): other processes could not see it."""
+        per_process = (
+            self.database_url.startswith("memory://")
+            or self.files_url.startswith("memory://")
+            or self.event_store == "memory"
+        )
+        if per_process:
+            return 0
+        if self.worker_processes is not None:
+            return self.worker_processes
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return os.cpu_count() or 1
 
     @property
     def effective_heartbeat_interval(self) -> float:

@@ -100,7 +100,14 @@ def test_a_killed_serve_takes_its_row_helper_with_it(
     spawn: Callable[..., Process], tmp_path: Path
 ) -> None:
     rows = 3000
-    settings: dict[str, Any] = {"abandon_after": 2, "chunk_rows": 100, "row_helpers": 1}
+    # The HTTP process's own helper (its worker processes' helpers end with them, and
+    # they with serve: test_worker_processes).
+    settings: dict[str, Any] = {
+        "abandon_after": 2,
+        "chunk_rows": 100,
+        "row_helpers": 1,
+        "worker_processes": 0,
+    }
     process, url = serve(spawn, **settings)
     log = tmp_path / "side-effects.log"
     operation_id = submit(url, log, rows=rows, delay_ms=2)

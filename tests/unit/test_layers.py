@@ -97,12 +97,14 @@ LAYERS: dict[str, Layer] = {
     "bulkops.runtime": Layer((*BELOW_SERVICE, "bulkops.service")),
     "bulkops.worker": Layer(COMPOSITION),
     "bulkops.testing": Layer(COMPOSITION),
+    # serve's worker processes: the HTTP process's supervisor and what each of them runs.
+    "bulkops.supervisor": Layer(COMPOSITION),
     # A static page that calls the HTTP API: it needs nothing of ours.
     "bulkops.dashboard": Layer((), libraries=SQL),
     # Routes go through the use-cases: no engine, no storage ports or adapters (records
     # and states are the domain's vocabulary and may be named).
     "bulkops.api": Layer(
-        (*COMPOSITION, "bulkops.dashboard"),
+        (*COMPOSITION, "bulkops.supervisor", "bulkops.dashboard"),
         never=(
             "bulkops.engine",
             "bulkops.storage.ports",

@@ -33,6 +33,7 @@ from bulkops.definition.operation import OperationDefinition
 from bulkops.observability.metrics import Metrics
 from bulkops.runtime import Runtime, build_registry
 from bulkops.settings import Settings
+from bulkops.supervisor import WorkerProcesses
 
 
 def create_app(
@@ -40,6 +41,7 @@ def create_app(
     settings: Settings | None = None,
     *,
     user_resolver: UserResolver | None = None,
+    processes: WorkerProcesses | None = None,
 ) -> FastAPI:
     """Build the bulkops ASGI app.
 
@@ -51,10 +53,13 @@ def create_app(
             creator (``createdBy``) of an operation; default: the authenticated
             principal's name (token name, or the JWT's ``sub`` / ``preferred_username`` /
             ``name``). ``bulkops.api.auth.principal_of(request)`` gives the principal.
+        processes: Worker processes that process the operations instead of this process
+            (``bulkops serve``): the app's lifespan starts them after opening storage and
+            stops them before closing it.
 
     Returns:
         A FastAPI app. Its lifespan opens storage and, unless ``settings.role`` is
-        ``"api"``, processes operations in the background.
+        ``"api"`` or ``processes`` are given, processes operations in the background.
 
     Raises:
         AuthConfigurationError: A custom policy (``BULKOPS_*_POLICY``) or the tenant
@@ -68,14 +73,26 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings, registry, role=settings.role, metrics=metrics)
+        runtime = await Runtime.open(
+            settings,
+            registry,
+            role=settings.role if processes is None else "api",
+            metrics=metrics,
+            local_wakeups=None if processes is None else processes.wakeups,
+        )
         app.state.runtime = runtime
         app.state.signals = runtime.signals  # the programmatic SignalService
+        # Processing elsewhere never counts as active here: reads are not held back.
         admission.watch(runtime.processing_active)
         try:
             await runtime.start()
+            if processes is not None:
+                metrics.include(processes.metrics_directory)
+                await processes.start()
             yield
         finally:
+            if processes is not None:
+                await processes.stop()
             await runtime.close()
             await access.aclose()
 

@@ -8,11 +8,9 @@ are generated from the settings model so the two never drift apart.
 from __future__ import annotations
 
 import asyncio
-import gc
 import inspect
 import logging
 import signal
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -119,31 +117,6 @@ def _settings_problems(error: pydantic.ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _settle_memory(settings: Settings) -> None:
-    """Move everything start-up created (imported modules, the app) out of the garbage
-    collector's sight: full collections otherwise walk it all again and again while rows
-    are processed, and stall requests meanwhile. Row processing allocates many
-    short-lived containers, so young collections also run less often."""
-    if not settings.database_url.startswith("memory://"):
-        import bulkops.storage.sql  # noqa: F401 - imported now so it is frozen too
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
-
-
-# How often a thread waiting for the interpreter lock gets it (Python's default: 5 ms). The
-# event loop thread is busy with rows for long stretches, while the SQLite threads give the
-# lock up around every statement and wait for it again after: a short interval keeps
-# requests (a status) and the writer's transactions from queueing behind the rows.
-SWITCH_INTERVAL = 0.0001
-
-
-def _settle_interpreter(settings: Settings) -> None:
-    """Garbage collection and lock hand-over tuned for a long-running service."""
-    _settle_memory(settings)
-    sys.setswitchinterval(SWITCH_INTERVAL)
-
-
 def _configure_logging(settings: Settings) -> None:
     from bulkops.observability.logs import configure
 
@@ -153,42 +126,61 @@ def _configure_logging(settings: Settings) -> None:
 @app.command()
 @with_settings_flags()
 def serve(settings: Settings) -> None:
-    """Serve the HTTP API (and process operations unless --role api)."""
+    """Serve the HTTP API, and process operations in worker processes beside it (in the
+    HTTP process with --worker-processes 0; nowhere with --role api)."""
     from bulkops.api.app import create_app
     from bulkops.cli import server
+    from bulkops.supervisor import WorkerProcesses
+    from bulkops.supervisor.interpreter import settle_interpreter
 
-    application = create_app(settings=settings)
-    _settle_interpreter(settings)
-    log.info(
-        "bulkops %s instance on http://%s:%s (database %s)",
-        settings.role,
-        settings.host,
-        settings.port,
-        settings.database_url,
-    )
-    # log_config=None: uvicorn's lines (start-up, errors, one per request) go through the
-    # bulkops handler, in its format (JSON too), not uvicorn's copying, colouring one.
-    server.run(
-        application,
-        host=settings.host,
-        port=settings.port,
-        limits=server.ClientLimits.of(settings),
-        log_level="info",
-        log_config=None,
-    )
+    count = settings.effective_worker_processes if settings.role == "combined" else 0
+    processes = WorkerProcesses(settings, count) if count else None
+    try:
+        application = create_app(settings=settings, processes=processes)
+        settle_interpreter(settings)
+        log.info(
+            "bulkops %s instance on http://%s:%s (database %s%s)",
+            settings.role,
+            settings.host,
+            settings.port,
+            settings.database_url,
+            f", {count} worker processes" if count else "",
+        )
+        # log_config=None: uvicorn's lines (start-up, errors, one per request) go through
+        # the bulkops handler, in its format (JSON too), not uvicorn's copying, colouring one.
+        server.run(
+            application,
+            host=settings.host,
+            port=settings.port,
+            limits=server.ClientLimits.of(settings),
+            log_level="info",
+            log_config=None,
+        )
+    finally:
+        if processes is not None:
+            processes.remove()
 
 
 @app.command()
 @with_settings_flags(
-    exclude=("host", "port", "role", "cors_origins", "openapi_enabled", *HTTP_ONLY)
+    exclude=(
+        "host",
+        "port",
+        "role",
+        "cors_origins",
+        "openapi_enabled",
+        "worker_processes",
+        *HTTP_ONLY,
+    )
 )
 def worker(settings: Settings) -> None:
     """Process operations from shared storage, without HTTP."""
+    from bulkops.supervisor.interpreter import loop_factory, settle_interpreter
     from bulkops.worker import Worker
 
     async def run() -> None:
         instance = Worker(settings=settings)
-        _settle_interpreter(settings)
+        settle_interpreter(settings)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, instance.stop)
@@ -196,17 +188,8 @@ def worker(settings: Settings) -> None:
         await instance.run()
         log.info("bulkops worker stopped")
 
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         runner.run(run())
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop where it is installed (as ``serve`` gets it through uvicorn)."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 @app.command()

@@ -2,7 +2,9 @@
 
 ``operation_scope(id)`` marks everything logged from the current task, and the tasks it
 starts, with the operation's id (a context variable, so concurrent operations never mix);
-``configure("json")`` writes one JSON object per line for log collectors.
+``configure("json")`` writes one JSON object per line for log collectors. A process that
+is not the one a user started (one of ``serve``'s worker processes) tags its lines with
+its name (``configure(tag="worker-1")``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ class OperationFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, operationId, exception."""
+    """One JSON object per line: time, level, logger, message, operationId, exception
+    (and ``process``, the tag of a worker process)."""
+
+    def __init__(self, tag: str | None = None) -> None:
+        super().__init__()
+        self._tag = tag
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -48,18 +55,28 @@ class JsonFormatter(logging.Formatter):
         operation = getattr(record, "operation_id", None)
         if operation:
             entry["operationId"] = operation
+        if self._tag:
+            entry["process"] = self._tag
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 
-def configure(log_format: LogFormat = "text", level: int = logging.INFO) -> None:
-    """Send logs to stderr in ``log_format``, each line marked with its operation."""
+def configure(
+    log_format: LogFormat = "text", level: int = logging.INFO, *, tag: str | None = None
+) -> None:
+    """Send logs to stderr in ``log_format``, each line marked with its operation (and
+    with ``tag``, the name of a worker process, when given)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(OperationFilter())
-    handler.setFormatter(
-        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
-    )
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter(tag))
+    elif tag:
+        handler.setFormatter(
+            logging.Formatter(TEXT_FORMAT.replace("%(name)s", f"[{tag}] %(name)s"))
+        )
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

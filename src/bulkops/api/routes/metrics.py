@@ -1,4 +1,4 @@
-"""Prometheus metrics of this process (read policy)."""
+"""Prometheus metrics of this process, and of its worker processes for serve (read policy)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,62 @@
+"""Wake-ups between processes of one host through Unix datagram sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from bulkops.storage.wakeups import SocketWakeUps
+
+
+@pytest.fixture
+def directory() -> Path:
+    # Short: a Unix socket's path is limited to about 100 bytes.
+    return Path(tempfile.mkdtemp(prefix="bo-w-"))
+
+
+async def _until(predicate: object, what: str) -> None:
+    async with asyncio.timeout(5):
+        while not predicate():  # type: ignore[operator]
+            await asyncio.sleep(0.005)
+
+
+async def test_work_and_signals_reach_every_other_listener(directory: Path) -> None:
+    heard: dict[str, list[str]] = {"a": [], "b": []}
+    ends = {name: SocketWakeUps(directory) for name in heard}
+    tasks = [
+        asyncio.create_task(end.listen(lambda n=name: heard[n].append("work"), heard[name].append))
+        for name, end in ends.items()
+    ]
+    try:
+        await _until(lambda: all(heard.values()), "both to listen")  # each looks once
+        await _until(lambda: len(list(directory.glob("*.sock"))) == 2, "two sockets")
+        await ends["a"].announce_signal("op:key")
+        await ends["a"].announce_work()
+        await _until(lambda: heard["b"][-2:] == ["op:key", "work"], "b to hear a")
+        assert heard["a"] == ["work"]  # a process does not hear itself
+        await SocketWakeUps(directory).announce_signal("from-elsewhere")
+        await _until(lambda: "from-elsewhere" in heard["a"], "a to hear an announcer")
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert list(directory.glob("*.sock")) == []  # each listener removed its socket
+
+
+async def test_a_socket_left_by_a_dead_process_is_removed(directory: Path) -> None:
+    left = directory / "1-dead.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(left))
+    sock.close()  # bound once, nobody listens any more
+    await SocketWakeUps(directory).announce_work()
+    assert not left.exists()
+
+
+async def test_a_missing_directory_is_no_error(directory: Path) -> None:
+    await SocketWakeUps(directory / "gone").announce_work()
