@@ -35,7 +35,10 @@ from bulkops.service import (
 from bulkops.service.export import ExportService
 from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
+from bulkops.service.saved_mappings import MappingService
 from bulkops.settings import Settings
+from bulkops.sources.base import Resolver
+from bulkops.sources.opener import UrlSources
 from bulkops.storage.files import open_file_store
 from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
@@ -43,6 +46,7 @@ from bulkops.storage.ports import (
     DeliveryStore,
     EventStore,
     Liveness,
+    MappingStore,
     OperationStore,
     RateLimitStore,
     RetryStore,
@@ -93,6 +97,7 @@ class Runtime:
     exports: ExportService
     retries: RetryService
     fixes: FixService
+    mappings: MappingService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
@@ -107,11 +112,13 @@ class Runtime:
         *,
         role: Role,
         metrics: Metrics | None = None,
+        source_resolver: Resolver | None = None,
     ) -> Runtime:
         """Connect storage (applying migrations unless disabled) and build the services.
 
         ``metrics`` receives what the engine and the services measure (a new one when
-        not given).
+        not given). ``source_resolver`` resolves the host names of ``sourceUrl``s
+        (default: the system's resolver; tests make names resolve anywhere).
         """
         metrics = metrics or Metrics()
         database = None
@@ -122,17 +129,19 @@ class Runtime:
         limits: RateLimitStore
         chunks: ChunkStore
         deliveries: DeliveryStore
+        mapping_store: MappingStore
         events: EventStore
         wakeups: WakeUps = NoWakeUps()
         liveness: Liveness = NoLiveness()
         if url.startswith(MEMORY_URL):
-            from bulkops.storage.memory import MemoryEventStore, MemoryStore
+            from bulkops.storage.memory import MemoryEventStore, MemoryMappingStore, MemoryStore
 
             memory_events = MemoryEventStore()
             memory = MemoryStore(memory_events)
             operations, rows, retry_store, limits, chunks = memory, memory, memory, memory, memory
             deliveries = memory
             events = memory_events
+            mapping_store = MemoryMappingStore()
         else:
             from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
 
@@ -154,6 +163,7 @@ class Runtime:
                 sql = SqlStore(database)
             operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
             deliveries = sql
+            mapping_store = sql
             if database.dialect.name == "postgresql":
                 from bulkops.storage.sql.liveness import PostgresLiveness
                 from bulkops.storage.sql.wakeups import PostgresWakeUps
@@ -181,6 +191,15 @@ class Runtime:
             webhook_secret=settings.webhook_secret,
             webhook_allow_private=settings.webhook_allow_private,
         )
+        sources = UrlSources(
+            settings.source_url_allow,
+            files_url=settings.files_url,
+            s3_endpoint=settings.s3_endpoint,
+            s3_region=settings.s3_region,
+            timeout=settings.source_url_timeout,
+            resolver=source_resolver,
+        )
+        mappings = MappingService(registry, mapping_store)
         hub = SignalHub()
         signals = SignalService(rows, hub, stores.wakeups, metrics, operations=operations)
         helpers = cls._row_helpers(settings, registry, role)
@@ -203,6 +222,8 @@ class Runtime:
                 idempotency_ttl=settings.idempotency_ttl,
                 tenant_max_active=settings.tenant_max_active,
                 channels=frozenset(channels),
+                mappings=mappings,
+                sources=sources,
             ),
             queries=QueryService(operations, rows, files, deliveries),
             commands=CommandService(operations),
@@ -218,6 +239,7 @@ class Runtime:
                 max_retry_attempts=settings.max_retry_attempts,
             ),
             fixes=FixService(registry, operations, rows),
+            mappings=mappings,
             _database=database,
             _dispatcher=None
             if role == "api"

@@ -261,6 +261,19 @@ class Settings(BaseSettings):
         description="Allow webhook targets on private or loopback addresses (turn off in "
         "production).",
     )
+    source_url_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="URL prefixes a create or validate may read its file from (sourceUrl), "
+        "comma-separated, each http:// or https:// with a host; empty: every http(s) URL "
+        "refused. A prefix naming a host by name is read only while the name resolves to "
+        "public addresses.",
+    )
+    source_url_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a sourceUrl may take to connect, and at most between two reads "
+        "of its body, before it counts as failing (502).",
+    )
     event_store: Literal["sql", "memory"] = Field(
         default="sql",
         description="Where operation events are kept: sql (the operations database, shared) "
@@ -357,6 +370,11 @@ class Settings(BaseSettings):
     @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
+        return _split_commas(value)
+
+    @field_validator("source_url_allow", mode="before")
+    @classmethod
+    def _source_prefixes(cls, value: Any) -> Any:
         return _split_commas(value)
 
     @field_validator("auth_tokens", mode="before")

@@ -25,6 +25,7 @@ from bulkops.api.routes import (
     retry,
     signals,
 )
+from bulkops.api.routes import mappings as saved_mappings
 from bulkops.api.routes import metrics as metrics_routes
 from bulkops.api.routes import operations as discovery
 from bulkops.dashboard import dashboard_router
@@ -32,6 +33,7 @@ from bulkops.definition.operation import OperationDefinition
 from bulkops.observability.metrics import Metrics
 from bulkops.runtime import Runtime, build_registry
 from bulkops.settings import Settings
+from bulkops.sources.base import Resolver
 
 
 def create_app(
@@ -39,6 +41,7 @@ def create_app(
     settings: Settings | None = None,
     *,
     user_resolver: UserResolver | None = None,
+    source_resolver: Resolver | None = None,
 ) -> FastAPI:
     """Build the bulkops ASGI app.
 
@@ -50,6 +53,8 @@ def create_app(
             creator (``createdBy``) of an operation; default: the authenticated
             principal's name (token name, or the JWT's ``sub`` / ``preferred_username`` /
             ``name``). ``bulkops.api.auth.principal_of(request)`` gives the principal.
+        source_resolver: ``async resolver(host, port) -> [address, ...]`` resolving the
+            host names of ``sourceUrl``s; default: the system's resolver.
 
     Returns:
         A FastAPI app. Its lifespan opens storage and, unless ``settings.role`` is
@@ -67,7 +72,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings, registry, role=settings.role, metrics=metrics)
+        runtime = await Runtime.open(
+            settings,
+            registry,
+            role=settings.role,
+            metrics=metrics,
+            source_resolver=source_resolver,
+        )
         app.state.runtime = runtime
         app.state.signals = runtime.signals  # the programmatic SignalService
         admission.watch(runtime.processing_active)
@@ -94,6 +105,7 @@ def create_app(
     install_error_handlers(app)
     routes_in_order = (
         discovery,
+        saved_mappings,
         bulks,
         notifications,
         export,

@@ -133,6 +133,7 @@ class ValidationResultSchema(Schema):
     metadata_errors: list[str]
     file_errors: list[str]
     suggested_column_map: dict[str, str] | None = None
+    duplicate_of: UUID | None = None
 
 
 class OperationSchema(Schema):
@@ -163,6 +164,7 @@ class OperationSchema(Schema):
     dry_run: bool | None = None
     source_operation_id: UUID | None = None
     priority: int = 0
+    file_sha256: str | None = None
 
     @classmethod
     def from_record(cls, source: object) -> Self:

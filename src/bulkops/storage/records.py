@@ -67,6 +67,9 @@ class OperationRecord:
     sheet: str | None = None
     # Fair sharing: a higher priority runs first (-10..10; the priority form field).
     priority: int = 0
+    # SHA-256 (hex) of the stored file's bytes, taken as they streamed in (None: stored
+    # before hashes were kept).
+    file_sha256: str | None = None
 
 
 @dataclass(slots=True)
@@ -304,6 +307,7 @@ class OperationQuery:
     created_from: datetime | None = None
     created_to: datetime | None = None
     tenant: str | None = None  # only this tenant's operations (None: every operation)
+    file_sha256: str | None = None  # only operations whose stored file has this hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,3 +440,15 @@ class RowWrite:
         """Raise ValueError when a row belongs to another operation."""
         if any(row.operation_id != self.operation_id for row in self.rows):
             raise ValueError(f"every saved row must belong to operation {self.operation_id}")
+
+
+@dataclass(frozen=True, slots=True)
+class SavedMapping:
+    """A column map kept under a name for one operation and tenant (None: principals
+    without a tenant)."""
+
+    tenant: str | None
+    operation_name: str
+    name: str
+    column_map: dict[str, str]
+    updated_at: datetime
