@@ -326,3 +326,55 @@ async def test_an_s3_object_is_read_with_the_service_s3_settings(
         max_upload_bytes=10,
     )
     assert (await create_from(small, f"s3://{s3_bucket}/imports/2026/users.csv")).status_code == 413
+
+
+# --- the client --------------------------------------------------------------------------
+
+
+async def test_the_client_saves_mappings_and_submits_from_a_url(
+    make: Make, server: SourceServer
+) -> None:
+    from bulkops.client import ApiError, AsyncClient
+
+    server.files["/files/supplier.csv"] = b"Full Name,E-Mail\nAda,ada@example.com\n"
+    http = await make(source_url_allow=f"{server.base}/files/")
+    async with AsyncClient("http://bulkops.test", transport=http._transport) as client:  # type: ignore[arg-type]
+        saved = await client.save_operation_mapping(
+            "record", "supplier", {"Full Name": "name", "E-Mail": "email"}
+        )
+        assert saved.name == "supplier"
+        assert [m.name for m in await client.get_operation_mappings("record")] == ["supplier"]
+        assert (await client.get_operation_mapping("record", "supplier")).column_map == {
+            "Full Name": "name",
+            "E-Mail": "email",
+        }
+        url = f"{server.base}/files/supplier.csv"
+        checked = await client.validate_bulk(
+            "record", metadata={"requestedBy": "t"}, source_url=url, mapping="supplier"
+        )
+        assert checked.valid and checked.duplicate_of is None
+        operation_id = await client.submit(
+            "record", None, {"requestedBy": "t"}, source_url=url, mapping="supplier"
+        )
+        final = await client.wait(operation_id, poll_interval=0.02)
+        assert final.status.value == "Completed"
+        detail = await client.get_bulk(operation_id)
+        assert detail.file_sha256 is not None and detail.file_name == "supplier.csv"
+        again = await client.validate_bulk(
+            "record", metadata={"requestedBy": "t"}, source_url=url, mapping="supplier"
+        )
+        assert again.duplicate_of == operation_id
+        same = await client.get_bulks(file_sha256=detail.file_sha256)
+        assert [o.id for o in same.items] == [operation_id]
+        with pytest.raises(ApiError) as refused:
+            await client.submit(
+                "record",
+                None,
+                {"requestedBy": "t"},
+                source_url=url,
+                mapping="supplier",
+                reject_duplicate=True,
+            )
+        assert refused.value.status_code == 409
+        await client.delete_operation_mapping("record", "supplier")
+        assert await client.get_operation_mappings("record") == []

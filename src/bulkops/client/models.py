@@ -78,6 +78,7 @@ class Operation(Model):
     tenant: str | None = None  # the creator's tenant; absent for unscoped creators
     dry_run: bool = False
     source_operation_id: UUID | None = None
+    file_sha256: str | None = None  # absent for operations stored before hashes were kept
 
 
 class StatusView(Model):
@@ -179,6 +180,8 @@ class ValidationResult(Model):
     metadata_errors: list[str] = []
     file_errors: list[str] = []
     suggested_column_map: dict[str, str] | None = None
+    # The newest operation of the same name (and tenant) whose file had this file's hash.
+    duplicate_of: UUID | None = None
 
 
 class RetryEligibility(Model):
@@ -224,3 +227,10 @@ class Health(Model):
 
     status: str
     checks: dict[str, Any] | None = None
+
+
+class SavedMapping(Model):
+    """A column mapping saved under a name for an operation (file column -> row column)."""
+
+    name: str
+    column_map: dict[str, str]
