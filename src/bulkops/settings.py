@@ -377,6 +377,15 @@ class Settings(BaseSettings):
     def _source_prefixes(cls, value: Any) -> Any:
         return _split_commas(value)
 
+    @field_validator("source_url_allow")
+    @classmethod
+    def _http_prefixes(cls, value: list[str]) -> list[str]:
+        for prefix in value:
+            parts = urlsplit(prefix)
+            if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{prefix!r} is not an http:// or https:// URL with a host")
+        return value
+
     @field_validator("auth_tokens", mode="before")
     @classmethod
     def _tokens(cls, value: Any) -> Any:
