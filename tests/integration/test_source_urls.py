@@ -319,6 +319,10 @@ async def test_an_s3_object_is_read_with_the_service_s3_settings(
     # The file store's own objects (other operations' uploads) are not a source.
     own = await create_from(client, f"s3://{s3_bucket}/files/{detail['fileId']}")
     assert own.status_code == 400
+    # Other objects of the file store's bucket may be read, under its prefix too.
+    s3.put_object(Bucket=s3_bucket, Key="files/imports/users.csv", Body=CSV)
+    nearby = await create_from(client, f"s3://{s3_bucket}/files/imports/users.csv")
+    assert nearby.status_code == 201, nearby.text
     small = await make(
         files_url=f"s3://{s3_bucket}/files2",
         s3_endpoint=aws_env,

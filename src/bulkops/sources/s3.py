@@ -22,6 +22,8 @@ _CHUNK = 1024 * 1024
 # S3's bucket naming rules (lowercase letters, digits, dots and hyphens, 3 to 63).
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _DRIVER_ERRORS = (BaseError, OSError, ValueError)
+# The keys the file store gives uploads (``storage.files``): "2026-11-21/<uuid4 hex>".
+_STORED_FILE = re.compile(r"\d{4}-\d{2}-\d{2}/[0-9a-f]{32}")
 
 
 def _summary(exc: BaseException) -> str:
@@ -34,8 +36,8 @@ class S3Source:
     """Opens ``s3://bucket/key`` objects with the file store's S3 endpoint, region and
     credentials (the usual ``AWS_*`` variables).
 
-    Objects under the file store's own location (``BULKOPS_FILES_URL``) are refused: they
-    are other operations' uploads, possibly of other tenants.
+    The file store's own objects (``BULKOPS_FILES_URL``: its uploads, possibly of other
+    tenants) are refused; other objects of its bucket may be read.
 
     Args:
         files_url: The file store's ``s3://bucket/prefix``.
@@ -61,8 +63,13 @@ class S3Source:
         if not _BUCKET.fullmatch(bucket) or not key or key.endswith("/"):
             raise BadRequest("sourceUrl must be s3://bucket/key, naming one object")
         own_bucket, own_prefix = self._own
-        if bucket == own_bucket and (not own_prefix or key.startswith(own_prefix + "/")):
-            raise BadRequest("sourceUrl must not name an object of the service's own file store")
+        inside = key[len(own_prefix) + 1 :] if own_prefix else key
+        if (
+            bucket == own_bucket
+            and (not own_prefix or key.startswith(own_prefix + "/"))
+            and _STORED_FILE.fullmatch(inside)
+        ):
+            raise BadRequest("sourceUrl must not name a file of the service's own file store")
         return bucket, key
 
     def _store(self, bucket: str) -> S3Store:
