@@ -197,6 +197,7 @@ class Runtime:
             s3_endpoint=settings.s3_endpoint,
             s3_region=settings.s3_region,
             timeout=settings.source_url_timeout,
+            min_rate=settings.body_min_rate,
             resolver=source_resolver,
         )
         mappings = MappingService(registry, mapping_store)

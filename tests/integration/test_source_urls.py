@@ -260,6 +260,16 @@ async def test_a_stalled_body_is_502(make: Make, server: SourceServer) -> None:
     assert await nothing_created(client)
 
 
+async def test_a_trickling_body_is_502(make: Make, server: SourceServer) -> None:
+    client = await make(
+        source_url_allow=server.base + "/", source_url_timeout=0.5, body_min_rate=1000
+    )
+    answer = await create_from(client, f"{server.base}/drip.csv")
+    assert answer.status_code == 502, answer.text
+    assert "too slow" in answer.json()["error"]
+    assert await nothing_created(client)
+
+
 async def test_an_endless_or_oversized_body_is_413(
     make: Make, server: SourceServer, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ never followed, proxies from the environment never used.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,7 +21,6 @@ from bulkops.sources.addresses import IPAddress, Resolver, is_public, parse_addr
 from bulkops.sources.allow import AllowList, Target
 from bulkops.sources.base import Fetched
 
-_CHUNK = 1024 * 1024
 # A name resolving to many addresses: the first few are tried, in order.
 _MAX_ADDRESSES = 4
 
@@ -32,12 +32,18 @@ class HttpSource:
         allow: The prefixes a URL must start with (empty: every URL refused).
         resolver: Resolves a host name to its addresses.
         timeout: Seconds to connect, and at most between two reads of the body.
+        min_rate: Slowest average rate of a body after its first ``timeout`` seconds, in
+            bytes per second (0: no minimum): a source that trickles is failing, as an
+            upload that trickles is (``BULKOPS_BODY_MIN_RATE``).
     """
 
-    def __init__(self, allow: AllowList, resolver: Resolver, *, timeout: float) -> None:
+    def __init__(
+        self, allow: AllowList, resolver: Resolver, *, timeout: float, min_rate: float = 0.0
+    ) -> None:
         self._allow = allow
         self._resolver = resolver
         self._timeout = timeout
+        self._min_rate = min_rate
 
     def check(self, target: Target) -> Target:
         """The prefix ``target`` starts with.
@@ -100,10 +106,27 @@ class HttpSource:
                 yield Fetched(
                     target.file_name,
                     response.headers.get("content-type"),
-                    _body(target, response),
+                    self._body(response),
                 )
             finally:
                 await response.aclose()
+
+    async def _body(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        started, seen = time.monotonic(), 0
+        try:
+            # As the network hands them over: a size would hold chunks back until it is
+            # reached, and the rate could not be checked meanwhile.
+            async for chunk in response.aiter_raw():
+                seen += len(chunk)
+                elapsed = time.monotonic() - started
+                if self._min_rate and elapsed > self._timeout and seen < self._min_rate * elapsed:
+                    raise BadGateway(
+                        f"sourceUrl is too slow: {seen} bytes in {elapsed:.0f} s, under "
+                        f"{self._min_rate:g} bytes per second"
+                    )
+                yield chunk
+        except httpx.HTTPError as exc:
+            raise BadGateway(f"sourceUrl broke off while read: {_reason(exc)}") from None
 
     async def _send(
         self, client: httpx.AsyncClient, target: Target, addresses: list[IPAddress]
@@ -143,14 +166,6 @@ def _check_answer(target: Target, response: httpx.Response, max_bytes: int) -> N
             f"File exceeds the upload limit of {max_bytes} bytes (sourceUrl declares {declared})",
             limit=max_bytes,
         )
-
-
-async def _body(target: Target, response: httpx.Response) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in response.aiter_raw(_CHUNK):
-            yield chunk
-    except httpx.HTTPError as exc:
-        raise BadGateway(f"sourceUrl broke off while read: {_reason(exc)}") from None
 
 
 def _reason(exc: Exception | None) -> str:

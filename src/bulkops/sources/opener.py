@@ -23,6 +23,7 @@ class UrlSources:
         s3_endpoint: ``BULKOPS_S3_ENDPOINT``.
         s3_region: ``BULKOPS_S3_REGION``.
         timeout: ``BULKOPS_SOURCE_URL_TIMEOUT``.
+        min_rate: ``BULKOPS_BODY_MIN_RATE``, applied to http(s) sources.
         resolver: Host names -> addresses (default: the system's resolver).
 
     Raises:
@@ -37,9 +38,12 @@ class UrlSources:
         s3_endpoint: str | None = None,
         s3_region: str | None = None,
         timeout: float = 30.0,
+        min_rate: float = 0.0,
         resolver: Resolver | None = None,
     ) -> None:
-        self._http = HttpSource(AllowList(allow), resolver or system_resolver, timeout=timeout)
+        self._http = HttpSource(
+            AllowList(allow), resolver or system_resolver, timeout=timeout, min_rate=min_rate
+        )
         self._s3 = (
             S3Source(files_url, endpoint=s3_endpoint, region=s3_region)
             if files_url.lower().startswith("s3://")
