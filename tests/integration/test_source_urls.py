@@ -160,6 +160,16 @@ async def test_urls_outside_the_allow_list_are_400_and_never_fetched(
     assert await nothing_created(client)
 
 
+async def test_a_bad_request_fetches_nothing(make: Make, server: SourceServer) -> None:
+    client = await make(source_url_allow=server.base + "/")
+    url = f"{server.base}/files/rows.csv"
+    assert (await create_from(client, url, operationName="nope")).status_code == 400
+    assert (await create_from(client, url, metadata="{}")).status_code == 422
+    assert (await create_from(client, url, mapping="unknown")).status_code == 400
+    assert (await validate_from(client, url + "x")).status_code == 502  # fetched: 404
+    assert [path for _, path in server.requests] == ["/files/rows.csvx"]
+
+
 async def test_an_empty_allow_list_refuses_every_url(make: Make, server: SourceServer) -> None:
     client = await make()
     answer = await create_from(client, f"{server.base}/files/rows.csv")

@@ -132,8 +132,8 @@ class AsyncClient(HttpSession):
         origins = (file, source_operation_id, source_url)
         if sum(origin is not None for origin in origins) != 1:
             raise ValueError(
-                "create needs a file to upload, a source_url to read it from, or "
-                "source_operation_id to run from an earlier operation's file (one of them)"
+                "create needs a file to upload, or source_operation_id to run from an earlier "
+                "operation's file, or a source_url to read it from (one of them, not both)"
             )
         fields = form_fields(
             operationName=operation_name,
@@ -414,8 +414,8 @@ class AsyncClient(HttpSession):
         """
         if file is None and source_operation_id is None and source_url is None:
             raise ValueError(
-                "submit needs a file, a source_url, or source_operation_id to run from an "
-                "earlier operation"
+                "submit needs a file, or source_operation_id to run from an earlier operation, "
+                "or a source_url to read the file from"
             )
         if operation is None and (file is not None or source_url is not None):
             raise ValueError("submit needs the operation name of the file")

@@ -271,7 +271,7 @@ class SubmissionService:
         ``source_operation_id`` instead of an upload: read that operation's stored file
         (and worksheet), with its fixed rows' data (``engine.resume.source_fixes``); its
         metadata and column map unless given. ``source_url`` instead of an upload: the
-        file is fetched from there (``service.sources``) and stored like an upload.
+        file is fetched from there (``bulkops.sources``) and stored like an upload.
         ``mapping``: the column map saved under that name for the operation and tenant.
         ``reject_duplicate`` (``true``): refuse a file whose hash an operation of the same
         name and tenant already had.
@@ -293,7 +293,10 @@ class SubmissionService:
             BadGateway: the source URL could not be read.
         """
         if source_url is not None and source_url.strip():
+            # What can be refused without the file is refused before anything is fetched.
             self._one_origin(upload, source_operation_id)
+            self._metadata(self._definition(operation_name), metadata)
+            column_map = await self._mapped(operation_name, mapping, column_map, tenant)
             async with self._open_source(source_url) as fetched:
                 return await self.create(
                     operation_name=operation_name,
@@ -308,7 +311,6 @@ class SubmissionService:
                     dry_run=dry_run,
                     priority=priority,
                     reject_duplicate=reject_duplicate,
-                    mapping=mapping,
                 )
         rejecting = parse_flag("rejectDuplicate", reject_duplicate)
         column_map = await self._mapped(operation_name, mapping, column_map, tenant)
@@ -533,6 +535,8 @@ class SubmissionService:
         """
         if source_url is not None and source_url.strip():
             self._one_origin(upload, None)
+            self._definition(operation_name)
+            column_map = await self._mapped(operation_name, mapping, column_map, tenant)
             async with self._open_source(source_url) as fetched:
                 return await self.validate(
                     operation_name=operation_name,
@@ -542,7 +546,6 @@ class SubmissionService:
                     sheet=sheet,
                     created_by=created_by,
                     tenant=tenant,
-                    mapping=mapping,
                 )
         column_map = await self._mapped(operation_name, mapping, column_map, tenant)
         definition = self._definition(operation_name)
