@@ -119,7 +119,14 @@ export function CreatePage({ route }) {
   const workbook = fromUrl ? /\.xlsx$/i.test(sourceUrl.split("?")[0]) : Boolean(file) && fileKind(file) === "xlsx";
 
   const mappingShown = Boolean(op && header && needsMapping(header, op.fileColumns));
-  useEffect(() => setMapping(op && header ? suggestMapping(header, op.fileColumns) : {}), [op, header]);
+  // The suggestion, with the saved mapping picked (if any) on top of it.
+  const mappingFor = (item) => {
+    if (!op || !header) return {};
+    const next = suggestMapping(header, op.fileColumns);
+    for (const [from, to] of Object.entries(item?.columnMap ?? {})) if (from in next) next[from] = to;
+    return next;
+  };
+  useEffect(() => setMapping(mappingFor(saved.items.find((m) => m.name === savedName))), [op, header]);
   useEffect(() => setSavedName(""), [op]);
   // A new key whenever the submission changes; the same key if the very same one is resent.
   const idempotencyKey = useMemo(randomKey, [
@@ -129,11 +136,7 @@ export function CreatePage({ route }) {
   // A saved mapping chosen: sent by name, and shown in the table when the file's columns are.
   const chooseSaved = (chosen, item) => {
     setSavedName(chosen);
-    if (item && op && header) {
-      const next = suggestMapping(header, op.fileColumns);
-      for (const [from, to] of Object.entries(item.columnMap)) if (from in next) next[from] = to;
-      setMapping(next);
-    }
+    if (item && op && header) setMapping(mappingFor(item));
   };
   const editMapping = (next) => {
     setMapping(next);
