@@ -17,7 +17,8 @@ Every error the library raises on purpose derives from ``BulkOpsError``::
         ├── UnsupportedMediaType 415
         ├── PayloadTooLarge      413
         ├── Conflict             409
-        └── TooManyRequests      429 (with Retry-After)
+        ├── TooManyRequests      429 (with Retry-After)
+        └── BadGateway           502 (a source the service reads for the caller failed)
 
 Driver exceptions (SQLAlchemy, psycopg, obstore) never leave the storage adapters.
 """
@@ -125,3 +126,10 @@ class TooManyRequests(ServiceError):
     def __init__(self, message: str, *, retry_after: int, **extra: Any) -> None:
         super().__init__(message, **extra)
         self.retry_after = retry_after
+
+
+class BadGateway(ServiceError):
+    """A source the service reads on the caller's behalf (a ``sourceUrl``) could not be
+    read: unreachable, failing, or answering an error."""
+
+    status_code = 502

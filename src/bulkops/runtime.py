@@ -35,8 +35,11 @@ from bulkops.service import (
 from bulkops.service.export import ExportService
 from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
+from bulkops.service.saved_mappings import MappingService
 from bulkops.service.undo import UndoService
 from bulkops.settings import Settings
+from bulkops.sources.base import Resolver
+from bulkops.sources.opener import UrlSources
 from bulkops.storage.files import open_file_store
 from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
@@ -44,6 +47,7 @@ from bulkops.storage.ports import (
     DeliveryStore,
     EventStore,
     Liveness,
+    MappingStore,
     OperationStore,
     RateLimitStore,
     RetryStore,
@@ -95,6 +99,7 @@ class Runtime:
     retries: RetryService
     fixes: FixService
     undos: UndoService
+    mappings: MappingService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
@@ -110,12 +115,15 @@ class Runtime:
         role: Role,
         metrics: Metrics | None = None,
         local_wakeups: WakeUps | None = None,
+        source_resolver: Resolver | None = None,
     ) -> Runtime:
         """Connect storage (applying migrations unless disabled) and build the services.
 
         ``metrics`` receives what the engine and the services measure (a new one when
         not given). ``local_wakeups`` carries notices between the processes of this host
         where the database carries none (``serve`` and its worker processes on SQLite).
+        ``source_resolver`` resolves the host names of ``sourceUrl``s
+        (default: the system's resolver; tests make names resolve anywhere).
         """
         metrics = metrics or Metrics()
         database = None
@@ -126,17 +134,19 @@ class Runtime:
         limits: RateLimitStore
         chunks: ChunkStore
         deliveries: DeliveryStore
+        mapping_store: MappingStore
         events: EventStore
         wakeups: WakeUps = NoWakeUps()
         liveness: Liveness = NoLiveness()
         if url.startswith(MEMORY_URL):
-            from bulkops.storage.memory import MemoryEventStore, MemoryStore
+            from bulkops.storage.memory import MemoryEventStore, MemoryMappingStore, MemoryStore
 
             memory_events = MemoryEventStore()
             memory = MemoryStore(memory_events)
             operations, rows, retry_store, limits, chunks = memory, memory, memory, memory, memory
             deliveries = memory
             events = memory_events
+            mapping_store = MemoryMappingStore()
         else:
             from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
 
@@ -158,6 +168,7 @@ class Runtime:
                 sql = SqlStore(database)
             operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
             deliveries = sql
+            mapping_store = sql
             if database.dialect.name == "postgresql":
                 from bulkops.storage.sql.liveness import PostgresLiveness
                 from bulkops.storage.sql.wakeups import PostgresWakeUps
@@ -187,6 +198,16 @@ class Runtime:
             webhook_secret=settings.webhook_secret,
             webhook_allow_private=settings.webhook_allow_private,
         )
+        sources = UrlSources(
+            settings.source_url_allow,
+            files_url=settings.files_url,
+            s3_endpoint=settings.s3_endpoint,
+            s3_region=settings.s3_region,
+            timeout=settings.source_url_timeout,
+            min_rate=settings.body_min_rate,
+            resolver=source_resolver,
+        )
+        mappings = MappingService(registry, mapping_store)
         hub = SignalHub()
         signals = SignalService(rows, hub, stores.wakeups, metrics, operations=operations)
         helpers = cls._row_helpers(settings, registry, role)
@@ -209,6 +230,8 @@ class Runtime:
                 idempotency_ttl=settings.idempotency_ttl,
                 tenant_max_active=settings.tenant_max_active,
                 channels=frozenset(channels),
+                mappings=mappings,
+                sources=sources,
             ),
             queries=QueryService(operations, rows, files, deliveries),
             commands=CommandService(operations),
@@ -231,6 +254,7 @@ class Runtime:
                 scheduler,
                 tenant_max_active=settings.tenant_max_active,
             ),
+            mappings=mappings,
             _database=database,
             _dispatcher=None
             if role == "api"

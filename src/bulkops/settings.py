@@ -269,6 +269,19 @@ class Settings(BaseSettings):
         description="Allow webhook targets on private or loopback addresses (turn off in "
         "production).",
     )
+    source_url_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="URL prefixes a create or validate may read its file from (sourceUrl), "
+        "comma-separated, each http:// or https:// with a host; empty: every http(s) URL "
+        "refused. A prefix naming a host by name is read only while the name resolves to "
+        "public addresses.",
+    )
+    source_url_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a sourceUrl may take to connect, and at most between two reads "
+        "of its body, before it counts as failing (502).",
+    )
     event_store: Literal["sql", "memory"] = Field(
         default="sql",
         description="Where operation events are kept: sql (the operations database, shared) "
@@ -366,6 +379,20 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return _split_commas(value)
+
+    @field_validator("source_url_allow", mode="before")
+    @classmethod
+    def _source_prefixes(cls, value: Any) -> Any:
+        return _split_commas(value)
+
+    @field_validator("source_url_allow")
+    @classmethod
+    def _http_prefixes(cls, value: list[str]) -> list[str]:
+        for prefix in value:
+            parts = urlsplit(prefix)
+            if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{prefix!r} is not an http:// or https:// URL with a host")
+        return value
 
     @field_validator("auth_tokens", mode="before")
     @classmethod

@@ -36,6 +36,11 @@ OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks and
     "getBulkNotifications",
     "fixBulkRow",  # the third wave: a failed row fixed in place
     "undoBulk",  # the fourth wave: undo a finished operation
+    # the fourth wave: saved column mappings
+    "getOperationMappings",
+    "getOperationMapping",
+    "saveOperationMapping",
+    "deleteOperationMapping",
 }
 
 
@@ -62,7 +67,12 @@ async def test_operation_ids_are_exactly_the_contract(document: dict[str, Any]) 
 async def test_every_answer_is_documented(document: dict[str, Any]) -> None:
     for operation_id, (path, operation) in operations(document).items():
         codes = set(operation["responses"])
-        assert "422" not in codes or operation_id in ("createBulk", "validateBulk", "fixBulkRow")
+        assert "422" not in codes or operation_id in (
+            "createBulk",
+            "validateBulk",
+            "fixBulkRow",
+            "saveOperationMapping",
+        )
         if "{id}" in path:
             assert "404" in codes, operation_id
         if path.startswith("/api/"):

@@ -43,6 +43,7 @@ BELOW_SERVICE = (
     "bulkops.observability",
     "bulkops.channels",
     "bulkops.engine",
+    "bulkops.sources.base",
 )
 COMPOSITION = (*BELOW_SERVICE, "bulkops.service", "bulkops.runtime")
 
@@ -77,6 +78,8 @@ LAYERS: dict[str, Layer] = {
         never=STORAGE_ADAPTERS,
         libraries=SQL,
     ),
+    # Sources read a create's file from S3 or an allow-listed URL (HTTP out).
+    "bulkops.sources": Layer(FOUNDATION, libraries=SQL),
     "bulkops.engine": Layer(
         (
             *FOUNDATION,
@@ -94,7 +97,7 @@ LAYERS: dict[str, Layer] = {
         libraries=HTTP + SQL,
     ),
     # The composition root builds everything from settings: adapters and engine included.
-    "bulkops.runtime": Layer((*BELOW_SERVICE, "bulkops.service")),
+    "bulkops.runtime": Layer((*BELOW_SERVICE, "bulkops.service", "bulkops.sources")),
     "bulkops.worker": Layer(COMPOSITION),
     "bulkops.testing": Layer(COMPOSITION),
     # serve's worker processes: the HTTP process's supervisor and what each of them runs.

@@ -26,6 +26,7 @@ from bulkops.api.routes import (
     signals,
     undo,
 )
+from bulkops.api.routes import mappings as saved_mappings
 from bulkops.api.routes import metrics as metrics_routes
 from bulkops.api.routes import operations as discovery
 from bulkops.dashboard import dashboard_router
@@ -33,6 +34,7 @@ from bulkops.definition.operation import OperationDefinition
 from bulkops.observability.metrics import Metrics
 from bulkops.runtime import Runtime, build_registry
 from bulkops.settings import Settings
+from bulkops.sources.base import Resolver
 from bulkops.supervisor import WorkerProcesses
 
 
@@ -42,6 +44,7 @@ def create_app(
     *,
     user_resolver: UserResolver | None = None,
     processes: WorkerProcesses | None = None,
+    source_resolver: Resolver | None = None,
 ) -> FastAPI:
     """Build the bulkops ASGI app.
 
@@ -56,6 +59,8 @@ def create_app(
         processes: Worker processes that process the operations instead of this process
             (``bulkops serve``): the app's lifespan starts them after opening storage and
             stops them before closing it.
+        source_resolver: ``async resolver(host, port) -> [address, ...]`` resolving the
+            host names of ``sourceUrl``s; default: the system's resolver.
 
     Returns:
         A FastAPI app. Its lifespan opens storage and, unless ``settings.role`` is
@@ -79,6 +84,7 @@ def create_app(
             role=settings.role if processes is None else "api",
             metrics=metrics,
             local_wakeups=None if processes is None else processes.wakeups,
+            source_resolver=source_resolver,
         )
         app.state.runtime = runtime
         app.state.signals = runtime.signals  # the programmatic SignalService
@@ -112,6 +118,7 @@ def create_app(
     install_error_handlers(app)
     routes_in_order = (
         discovery,
+        saved_mappings,
         bulks,
         notifications,
         export,

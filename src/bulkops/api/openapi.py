@@ -203,6 +203,18 @@ def submission_body(registry: Registry, schemas: JsonObject, *, extra: bool) -> 
         "type": "string",
         "description": "The XLSX worksheet to read (default: the first); only for XLSX files",
     }
+    properties["mapping"] = {
+        "type": "string",
+        "description": "Instead of columnMap: the column map saved under this name for the "
+        "operation (PUT /api/operations/{name}/mappings/{mapping}); unknown: 400",
+    }
+    properties["sourceUrl"] = {
+        "type": "string",
+        "description": "Instead of a file: s3://bucket/key (when the file store is S3) or "
+        "an http(s) URL starting with a prefix of BULKOPS_SOURCE_URL_ALLOW; streamed in "
+        "under the upload limit (413), fileName from its last segment; 400 when not "
+        "allowed (nothing fetched), 502 when the source fails",
+    }
     encoding: JsonObject = {
         "file": {"contentType": FILE_MEDIA_TYPES},
         "metadata": {"contentType": "application/json"},
@@ -234,13 +246,22 @@ def submission_body(registry: Registry, schemas: JsonObject, *, extra: bool) -> 
             "fixed rows' data (same operation name; metadata and columnMap default to its "
             "own). 404 when unknown",
         }
+        properties["rejectDuplicate"] = {
+            "type": "string",
+            "enum": ["true", "false"],
+            "description": "true: 409 (naming it in duplicateOf) when an operation of the "
+            "same name and tenant already had a file with this file's SHA-256",
+        }
     body_schema: JsonObject = {
         "type": "object",
         "required": [] if extra else ["file"],
         "properties": properties,
         "oneOf": [_variant(d, schemas) for d in registry],
     }
-    if extra:  # a file, or the operation whose stored file to read: exactly one of them
+    # A file, or the operation whose stored file to read: exactly one of them. (A sourceUrl
+    # replaces the file too; the shapes stay those of a file upload, which every client
+    # sends, so generated requests keep sending a file.)
+    if extra:
         body_schema["allOf"] = [
             {"oneOf": [{"required": ["file"]}, {"required": ["sourceOperationId"]}]}
         ]

@@ -135,6 +135,7 @@ class ValidationResultSchema(Schema):
     metadata_errors: list[str]
     file_errors: list[str]
     suggested_column_map: dict[str, str] | None = None
+    duplicate_of: UUID | None = None
 
 
 class OperationSchema(Schema):
@@ -168,6 +169,7 @@ class OperationSchema(Schema):
     # The operation this one undoes; the operation that undoes this one.
     undo_of: UUID | None = None
     undone_by: UUID | None = None
+    file_sha256: str | None = None
 
     @classmethod
     def from_record(cls, source: object) -> Self:

@@ -34,6 +34,9 @@ class SubmissionForm:
     dry_run: str | None = None
     source_operation_id: str | None = None
     priority: str | None = None
+    reject_duplicate: str | None = None
+    mapping: str | None = None
+    source_url: str | None = None
 
 
 async def _chunks(file: UploadFile) -> AsyncIterator[bytes]:
@@ -59,7 +62,8 @@ async def read_form(request: Request, max_upload_bytes: int) -> tuple[Submission
             f"File exceeds the upload limit of {max_upload_bytes} bytes", limit=max_upload_bytes
         )
     content_type = request.headers.get("content-type", "")
-    if not content_type.startswith("multipart/form-data"):
+    # A form without a file (sourceUrl, sourceOperationId) may come url-encoded too.
+    if not content_type.startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
         raise BadRequest("Expected a multipart/form-data body with a 'file' part")
     try:
         form = await request.form(max_files=1, max_fields=32, max_part_size=MAX_FIELD_BYTES)
@@ -97,6 +101,9 @@ async def read_form(request: Request, max_upload_bytes: int) -> tuple[Submission
             dry_run=_text(form, "dryRun"),
             source_operation_id=_text(form, "sourceOperationId"),
             priority=_text(form, "priority"),
+            reject_duplicate=_text(form, "rejectDuplicate"),
+            mapping=_text(form, "mapping"),
+            source_url=_text(form, "sourceUrl"),
         ),
         form,
     )

@@ -25,6 +25,7 @@ from bulkops.client.models import (
     RetryResult,
     RowError,
     RowProgress,
+    SavedMapping,
     SignalResult,
     StatusView,
     UndoPreview,
@@ -36,6 +37,7 @@ ProgressCallback = Callable[[StatusView], Any]
 
 _EVENTS = TypeAdapter(list[Event])
 _DESCRIPTORS = TypeAdapter(list[OperationDescriptor])
+_MAPPINGS = TypeAdapter(list[SavedMapping])
 
 
 class AsyncClient(HttpSession):
@@ -71,6 +73,29 @@ class AsyncClient(HttpSession):
         """The CSV header template of an operation."""
         return (await self._send("GET", f"/api/operations/{name}/template")).text
 
+    async def get_operation_mappings(self, name: str) -> list[SavedMapping]:
+        """The column mappings saved for an operation (by the caller's tenant), by name."""
+        body = await self._json("GET", f"/api/operations/{_segment(name)}/mappings")
+        return _MAPPINGS.validate_python(body["items"])
+
+    async def get_operation_mapping(self, name: str, mapping: str) -> SavedMapping:
+        """One saved column mapping."""
+        path = f"/api/operations/{_segment(name)}/mappings/{_segment(mapping)}"
+        return await self._model(SavedMapping, "GET", path)
+
+    async def save_operation_mapping(
+        self, name: str, mapping: str, column_map: Mapping[str, str]
+    ) -> SavedMapping:
+        """Save ``column_map`` (file column -> row column) under ``mapping`` for the
+        operation, replacing one of that name; create and validate take it as ``mapping``."""
+        path = f"/api/operations/{_segment(name)}/mappings/{_segment(mapping)}"
+        return await self._model(SavedMapping, "PUT", path, json={"columnMap": dict(column_map)})
+
+    async def delete_operation_mapping(self, name: str, mapping: str) -> None:
+        """Remove a saved column mapping."""
+        path = f"/api/operations/{_segment(name)}/mappings/{_segment(mapping)}"
+        await self._send("DELETE", path)
+
     # --- operations -------------------------------------------------------------------------
 
     async def create_bulk(
@@ -87,24 +112,35 @@ class AsyncClient(HttpSession):
         source_operation_id: UUID | str | None = None,
         priority: int | None = None,
         sheet: str | None = None,
+        source_url: str | None = None,
+        mapping: str | None = None,
+        reject_duplicate: bool = False,
     ) -> CreateResult:
-        """Create an operation (``POST /api/bulks``) from an uploaded file, or with
-        ``source_operation_id`` from an earlier operation's stored file (its fixed rows'
-        data applied; no file then). ``dry_run``: validate every row, process none;
-        ``priority``: -10 to 10; ``sheet``: the worksheet of an ``.xlsx`` file. From an
-        earlier operation, what is left out (``operation_name`` None included) is its own.
+        """Create an operation (``POST /api/bulks``) from an uploaded file, with
+        ``source_url`` from a file the service reads itself (``s3://bucket/key`` or an
+        allow-listed http(s) URL), or with ``source_operation_id`` from an earlier
+        operation's stored file (its fixed rows' data applied; no file then). ``dry_run``:
+        validate every row, process none; ``priority``: -10 to 10; ``sheet``: the
+        worksheet of an ``.xlsx`` file; ``mapping``: a saved column mapping's name instead
+        of ``column_map``; ``reject_duplicate``: refuse (409) a file an operation of the
+        same name already had. From an earlier operation, what is left out
+        (``operation_name`` None included) is its own.
 
         Raises:
-            ValueError: Neither a file nor ``source_operation_id``, or both.
+            ValueError: Not exactly one of a file, ``source_url`` and
+                ``source_operation_id``.
         """
-        if (file is None) == (source_operation_id is None):
+        origins = (file, source_operation_id, source_url)
+        if sum(origin is not None for origin in origins) != 1:
             raise ValueError(
-                "create needs a file to upload, or source_operation_id to run from an "
-                "earlier operation's file (not both)"
+                "create needs a file to upload, or source_operation_id to run from an earlier "
+                "operation's file, or a source_url to read it from (one of them, not both)"
             )
         fields = form_fields(
             operationName=operation_name,
-            metadata=None if metadata is None and file is None else metadata_json(metadata),
+            metadata=None
+            if metadata is None and source_operation_id is not None
+            else metadata_json(metadata),
             columnMap=column_map,
             notifications=notifications,
             createdBy=created_by,
@@ -112,6 +148,9 @@ class AsyncClient(HttpSession):
             sourceOperationId=source_operation_id,
             priority=priority,
             sheet=sheet,
+            sourceUrl=source_url,
+            mapping=mapping,
+            rejectDuplicate=True if reject_duplicate else None,
         )
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         if file is None:
@@ -130,29 +169,44 @@ class AsyncClient(HttpSession):
     async def validate_bulk(
         self,
         operation_name: str,
-        file: FileInput,
+        file: FileInput | None = None,
         metadata: Metadata = None,
         *,
         column_map: Mapping[str, str] | None = None,
         sheet: str | None = None,
+        source_url: str | None = None,
+        mapping: str | None = None,
     ) -> ValidationResult:
         """Check a submission without creating anything; an invalid one is a result with
-        ``valid`` False, not an error."""
+        ``valid`` False, not an error. ``duplicate_of`` names the newest operation of the
+        same name whose file had this file's hash. ``source_url`` instead of a file, and
+        ``mapping``, as for ``create_bulk``.
+
+        Raises:
+            ValueError: Not exactly one of a file and ``source_url``.
+        """
+        if (file is None) == (source_url is None):
+            raise ValueError("validate needs a file or a source_url (one of them)")
         fields = form_fields(
             operationName=operation_name,
             metadata=metadata_json(metadata),
             columnMap=column_map,
             sheet=sheet,
+            sourceUrl=source_url,
+            mapping=mapping,
         )
+        if file is None:
+            return await self._validation(fields)
         with FilePart(file) as part:
-            try:
-                body = await self._json(
-                    "POST", "/api/bulks/validate", files=[*fields, ("file", part)]
-                )
-            except ApiError as exc:
-                if exc.status_code == 422 and isinstance(exc.body, dict) and "valid" in exc.body:
-                    return ValidationResult.model_validate(exc.body)
-                raise
+            return await self._validation([*fields, ("file", part)])
+
+    async def _validation(self, parts: list[Any]) -> ValidationResult:
+        try:
+            body = await self._json("POST", "/api/bulks/validate", files=parts)
+        except ApiError as exc:
+            if exc.status_code == 422 and isinstance(exc.body, dict) and "valid" in exc.body:
+                return ValidationResult.model_validate(exc.body)
+            raise
         return ValidationResult.model_validate(body)
 
     async def get_bulks(
@@ -166,8 +220,10 @@ class AsyncClient(HttpSession):
         from_: str | None = None,
         to: str | None = None,
         source: str | None = None,
+        file_sha256: str | None = None,
     ) -> Page[Operation]:
-        """A page of operations, newest first (``source`` only through a gateway)."""
+        """A page of operations, newest first (``source`` only through a gateway;
+        ``file_sha256``: those whose stored file has that SHA-256)."""
         params = query(
             page=page,
             pageSize=page_size,
@@ -176,6 +232,7 @@ class AsyncClient(HttpSession):
             createdBy=created_by,
             to=to,
             source=source,
+            fileSha256=file_sha256,
         )
         if from_ is not None:
             params["from"] = from_
@@ -358,21 +415,28 @@ class AsyncClient(HttpSession):
         source_operation_id: UUID | str | None = None,
         priority: int | None = None,
         sheet: str | None = None,
+        source_url: str | None = None,
+        mapping: str | None = None,
+        reject_duplicate: bool = False,
     ) -> UUID:
-        """Create an operation from a file, or from an earlier operation's stored file
-        (``source_operation_id``, no file: typically a dry run's, once its rows are fixed);
-        returns its id. Run from an earlier operation, the operation name (None), metadata
-        and column map left out are that operation's own.
+        """Create an operation from a file, from a file the service reads itself
+        (``source_url``: ``s3://bucket/key`` or an allow-listed http(s) URL), or from an
+        earlier operation's stored file (``source_operation_id``, no file: typically a dry
+        run's, once its rows are fixed); returns its id. Run from an earlier operation, the
+        operation name (None), metadata and column map left out are that operation's own.
+        ``mapping``: a saved column mapping's name; ``reject_duplicate``: refuse (409) a
+        file an operation of the same name already had.
 
         Raises:
-            ValueError: Neither a file nor ``source_operation_id``, or both; no operation
-                name with a file.
+            ValueError: Not exactly one of a file, ``source_url`` and
+                ``source_operation_id``; no operation name with a file or a URL.
         """
-        if file is None and source_operation_id is None:
+        if file is None and source_operation_id is None and source_url is None:
             raise ValueError(
-                "submit needs a file, or source_operation_id to run from an earlier operation"
+                "submit needs a file, or source_operation_id to run from an earlier operation, "
+                "or a source_url to read the file from"
             )
-        if operation is None and file is not None:
+        if operation is None and (file is not None or source_url is not None):
             raise ValueError("submit needs the operation name of the file")
         created = await self.create_bulk(
             operation,
@@ -384,6 +448,9 @@ class AsyncClient(HttpSession):
             source_operation_id=source_operation_id,
             priority=priority,
             sheet=sheet,
+            source_url=source_url,
+            mapping=mapping,
+            reject_duplicate=reject_duplicate,
         )
         return created.operation_id
 

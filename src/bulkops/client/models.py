@@ -81,6 +81,7 @@ class Operation(Model):
     source_operation_id: UUID | None = None
     undo_of: UUID | None = None  # the operation this one undoes
     undone_by: UUID | None = None  # the operation that undoes this one
+    file_sha256: str | None = None  # absent for operations stored before hashes were kept
 
 
 class StatusView(Model):
@@ -182,6 +183,8 @@ class ValidationResult(Model):
     metadata_errors: list[str] = []
     file_errors: list[str] = []
     suggested_column_map: dict[str, str] | None = None
+    # The newest operation of the same name (and tenant) whose file had this file's hash.
+    duplicate_of: UUID | None = None
 
 
 class RetryEligibility(Model):
@@ -234,3 +237,10 @@ class Health(Model):
 
     status: str
     checks: dict[str, Any] | None = None
+
+
+class SavedMapping(Model):
+    """A column mapping saved under a name for an operation (file column -> row column)."""
+
+    name: str
+    column_map: dict[str, str]

@@ -27,6 +27,7 @@ from bulkops.client.models import (
     RetryResult,
     RowError,
     RowProgress,
+    SavedMapping,
     SignalResult,
     StatusView,
     UndoPreview,
@@ -102,6 +103,24 @@ class Client:
         """See ``AsyncClient.get_operation_template``."""
         return self._run(self._async.get_operation_template(name))
 
+    def get_operation_mappings(self, name: str) -> list[SavedMapping]:
+        """See ``AsyncClient.get_operation_mappings``."""
+        return self._run(self._async.get_operation_mappings(name))
+
+    def get_operation_mapping(self, name: str, mapping: str) -> SavedMapping:
+        """See ``AsyncClient.get_operation_mapping``."""
+        return self._run(self._async.get_operation_mapping(name, mapping))
+
+    def save_operation_mapping(
+        self, name: str, mapping: str, column_map: Mapping[str, str]
+    ) -> SavedMapping:
+        """See ``AsyncClient.save_operation_mapping``."""
+        return self._run(self._async.save_operation_mapping(name, mapping, column_map))
+
+    def delete_operation_mapping(self, name: str, mapping: str) -> None:
+        """See ``AsyncClient.delete_operation_mapping``."""
+        self._run(self._async.delete_operation_mapping(name, mapping))
+
     def create_bulk(
         self,
         operation_name: str | None,
@@ -113,7 +132,11 @@ class Client:
         return self._run(self._async.create_bulk(operation_name, file, metadata, **options))
 
     def validate_bulk(
-        self, operation_name: str, file: FileInput, metadata: Metadata = None, **options: Any
+        self,
+        operation_name: str,
+        file: FileInput | None = None,
+        metadata: Metadata = None,
+        **options: Any,
     ) -> ValidationResult:
         """See ``AsyncClient.validate_bulk``."""
         return self._run(self._async.validate_bulk(operation_name, file, metadata, **options))
@@ -224,6 +247,9 @@ class Client:
         source_operation_id: UUID | str | None = None,
         priority: int | None = None,
         sheet: str | None = None,
+        source_url: str | None = None,
+        mapping: str | None = None,
+        reject_duplicate: bool = False,
     ) -> UUID:
         """See ``AsyncClient.submit``."""
         return self._run(
@@ -237,6 +263,9 @@ class Client:
                 source_operation_id=source_operation_id,
                 priority=priority,
                 sheet=sheet,
+                source_url=source_url,
+                mapping=mapping,
+                reject_duplicate=reject_duplicate,
             )
         )
 

@@ -25,6 +25,7 @@ from bulkops.definition.registry import Registry
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.errors import (
     BadRequest,
+    Conflict,
     FileFormatError,
     NotFound,
     PayloadTooLarge,
@@ -36,11 +37,14 @@ from bulkops.formats import FileFormat, detect_format
 from bulkops.formats.base import GZIP_MAGIC, corrupt_gzip_message, is_compressed
 from bulkops.formats.xlsx import UnknownSheet, check_sheet
 from bulkops.service.columns import parse_column_map
+from bulkops.service.duplicates import FileHash, find_duplicate
 from bulkops.service.idempotency import Fingerprint, check_key
 from bulkops.service.notifications import parse_notifications
 from bulkops.service.ports import WorkQueue
 from bulkops.service.preflight import check_file
 from bulkops.service.priority import parse_priority
+from bulkops.service.saved_mappings import MappingLookup
+from bulkops.sources.base import SourceOpener
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.ports import FileStore, OperationStore
 from bulkops.storage.records import (
@@ -78,6 +82,8 @@ class ValidationResult:
     metadata_errors: list[str] = field(default_factory=list)
     file_errors: list[str] = field(default_factory=list)
     suggested_column_map: dict[str, str] | None = None
+    # The newest operation of the same name and tenant whose file had this file's hash.
+    duplicate_of: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,7 @@ class _Content:
     fingerprint: Fingerprint
     origin: _Checked | OperationRecord  # the checked upload, or the source operation
     sheet: str | None = None  # the worksheet the create named (an XLSX upload)
+    file_sha256: str | None = None  # the stored file's hash, once stored
 
     @property
     def source(self) -> OperationRecord | None:
@@ -129,7 +136,11 @@ class SubmissionService:
         idempotency_ttl: float = 86400.0,
         channels: Collection[str] | None = None,
         tenant_max_active: int | None = None,
+        mappings: MappingLookup | None = None,
+        sources: SourceOpener | None = None,
     ) -> None:
+        self._mappings = mappings
+        self._sources = sources
         self._channels = channels
         self._active_limit = ActiveLimit(tenant_max_active) if tenant_max_active else None
         self._registry = registry
@@ -244,6 +255,9 @@ class SubmissionService:
         dry_run: str | None = None,
         source_operation_id: str | None = None,
         priority: str | int | None = None,
+        reject_duplicate: str | None = None,
+        mapping: str | None = None,
+        source_url: str | None = None,
     ) -> Created:
         """Store the file and a Pending operation, then hand it on to be processed.
 
@@ -256,7 +270,11 @@ class SubmissionService:
         ``dry_run`` (``true`` or ``false``): validate every row, run nothing.
         ``source_operation_id`` instead of an upload: read that operation's stored file
         (and worksheet), with its fixed rows' data (``engine.resume.source_fixes``); its
-        metadata and column map unless given.
+        metadata and column map unless given. ``source_url`` instead of an upload: the
+        file is fetched from there (``bulkops.sources``) and stored like an upload.
+        ``mapping``: the column map saved under that name for the operation and tenant.
+        ``reject_duplicate`` (``true``): refuse a file whose hash an operation of the same
+        name and tenant already had.
 
         Raises:
             BadRequest: unknown or missing operation, missing or empty file, bad
@@ -271,7 +289,31 @@ class SubmissionService:
                 request.
             PayloadTooLarge: the file exceeds the upload limit.
             TooManyRequests: the tenant already has ``tenant_max_active`` active operations.
+            Conflict: ``reject_duplicate`` and a duplicate (naming it in ``duplicateOf``).
+            BadGateway: the source URL could not be read.
         """
+        if source_url is not None and source_url.strip():
+            # What can be refused without the file is refused before anything is fetched.
+            self._one_origin(upload, source_operation_id)
+            self._metadata(self._definition(operation_name), metadata)
+            column_map = await self._mapped(operation_name, mapping, column_map, tenant)
+            async with self._open_source(source_url) as fetched:
+                return await self.create(
+                    operation_name=operation_name,
+                    metadata=metadata,
+                    upload=fetched,
+                    notifications=notifications,
+                    created_by=created_by,
+                    column_map=column_map,
+                    idempotency_key=idempotency_key,
+                    tenant=tenant,
+                    sheet=sheet,
+                    dry_run=dry_run,
+                    priority=priority,
+                    reject_duplicate=reject_duplicate,
+                )
+        rejecting = parse_flag("rejectDuplicate", reject_duplicate)
+        column_map = await self._mapped(operation_name, mapping, column_map, tenant)
         rank = parse_priority(priority)
         dry = parse_flag("dryRun", dry_run)
         if source_operation_id is not None:
@@ -286,6 +328,8 @@ class SubmissionService:
         if dry:
             fingerprint.include("dryRun")
         stored, file_name, file_format, chosen = await self._store(content)
+        if rejecting and content.file_sha256 is not None:
+            await self._refuse_duplicate(content, stored, tenant)
         now = utcnow()
         record = OperationRecord(
             id=uuid.uuid4(),
@@ -307,6 +351,7 @@ class SubmissionService:
             source_operation_id=None if content.source is None else content.source.id,
             sheet=chosen,
             priority=rank,
+            file_sha256=content.file_sha256,
         )
         claim = None
         if key is not None:
@@ -390,9 +435,12 @@ class SubmissionService:
         checked = content.origin
         if isinstance(checked, OperationRecord):
             stored = StoredFile(checked.file_id, checked.file_size)
+            content.file_sha256 = checked.file_sha256
             return stored, checked.file_name, checked.file_format, checked.sheet
-        chunks = content.fingerprint.through(self._stream(checked.upload))
+        digest = FileHash()
+        chunks = digest.through(content.fingerprint.through(self._stream(checked.upload)))
         stored = await self._files.put(chunks)
+        content.file_sha256 = digest.hexdigest()
         if stored.size == 0:
             await self._files.delete(stored.file_id)
             raise BadRequest("The uploaded file is empty")
@@ -467,10 +515,15 @@ class SubmissionService:
         column_map: str | None = None,
         sheet: str | None = None,
         created_by: str | None = None,
+        tenant: str | None = None,
+        mapping: str | None = None,
+        source_url: str | None = None,
     ) -> ValidationResult:
         """Check a submission without storing anything (an XLSX file's first worksheet,
         or the one ``sheet`` names; a workbook that cannot be read is a file error).
         ``created_by`` (who asks) is what ``current_row()`` tells ``validate_row``.
+        ``duplicate_of``: the newest operation of the same name and ``tenant`` whose file
+        had this file's hash. ``mapping`` and ``source_url`` as for ``create``.
 
         Raises:
             BadRequest: unknown or missing operation, missing file, a malformed column
@@ -478,7 +531,23 @@ class SubmissionService:
                 ``sheet`` for a file that is not XLSX, or a sheet the workbook lacks.
             UnsupportedMediaType: the file is not CSV, JSON, JSON Lines or XLSX.
             PayloadTooLarge: the file exceeds the upload limit.
+            BadGateway: the source URL could not be read.
         """
+        if source_url is not None and source_url.strip():
+            self._one_origin(upload, None)
+            self._definition(operation_name)
+            column_map = await self._mapped(operation_name, mapping, column_map, tenant)
+            async with self._open_source(source_url) as fetched:
+                return await self.validate(
+                    operation_name=operation_name,
+                    metadata=metadata,
+                    upload=fetched,
+                    column_map=column_map,
+                    sheet=sheet,
+                    created_by=created_by,
+                    tenant=tenant,
+                )
+        column_map = await self._mapped(operation_name, mapping, column_map, tenant)
         definition = self._definition(operation_name)
         checked_upload, fmt = self._format(upload)
         sheet = self._sheet(fmt, sheet)
@@ -499,7 +568,8 @@ class SubmissionService:
             except Exception as exc:
                 result.metadata_errors.append(error_text(exc))
         if not result.file_errors:  # a misfit column map makes the file's check moot
-            async with self._spooled(self._stream(checked_upload)) as path:
+            digest = FileHash()
+            async with self._spooled(digest.through(self._stream(checked_upload))) as path:
                 checked = await check_file(
                     definition,
                     path,
@@ -511,8 +581,77 @@ class SubmissionService:
                 )
             result.file_errors.extend(checked.errors)
             result.suggested_column_map = checked.suggested_column_map or None
+            duplicate = await find_duplicate(
+                self._operations, definition.name, tenant, digest.hexdigest()
+            )
+            result.duplicate_of = None if duplicate is None else duplicate.id
         result.valid = not (result.metadata_errors or result.file_errors)
         return result
+
+    async def _mapped(
+        self,
+        operation_name: str | None,
+        mapping: str | None,
+        column_map: str | None,
+        tenant: str | None,
+    ) -> str | None:
+        """The ``columnMap`` text a submission uses: the one given, or the saved mapping
+        ``mapping`` names (as JSON).
+
+        Raises:
+            BadRequest: both given, an unknown mapping or operation.
+        """
+        if mapping is None or not mapping.strip():
+            return column_map
+        if column_map is not None and column_map.strip():
+            raise BadRequest("Send either columnMap or mapping, not both")
+        definition = self._definition(operation_name)
+        saved = None
+        if self._mappings is not None:
+            saved = await self._mappings.find(definition.name, mapping.strip(), tenant)
+        if saved is None:
+            raise BadRequest(
+                f"Unknown mapping {mapping.strip()[:200]!r} for operation {definition.name!r}"
+            )
+        return json.dumps(saved)
+
+    async def _refuse_duplicate(
+        self, content: _Content, stored: StoredFile, tenant: str | None
+    ) -> None:
+        """Raise Conflict (the new file deleted) when an operation of the same name and
+        tenant already had this file's hash."""
+        sha = content.file_sha256
+        if sha is None:  # pragma: no cover - set by every store
+            return
+        duplicate = await find_duplicate(self._operations, content.definition.name, tenant, sha)
+        if duplicate is None:
+            return
+        await self._discard(content, stored)
+        raise Conflict(
+            f"This file was already submitted as operation {duplicate.id} "
+            f"(created {duplicate.created_at.isoformat()}); rejectDuplicate is true",
+            duplicateOf=str(duplicate.id),
+        )
+
+    def _one_origin(self, upload: Upload | None, source_operation_id: str | None) -> None:
+        if upload is not None:
+            raise BadRequest("Send either a file or sourceUrl, not both")
+        if source_operation_id is not None and source_operation_id.strip():
+            raise BadRequest("Send either sourceOperationId or sourceUrl, not both")
+
+    @contextlib.asynccontextmanager
+    async def _open_source(self, url: str) -> AsyncIterator[Upload]:
+        """The file at ``url`` as an upload (its name: the URL's last segment).
+
+        Raises:
+            BadRequest: the URL is not one the service may read (nothing fetched).
+            BadGateway: the source could not be read.
+            PayloadTooLarge: the source declares more bytes than the upload limit.
+        """
+        if self._sources is None:
+            raise BadRequest("sourceUrl is not read by this service")
+        async with self._sources.open(url.strip(), self._max_upload_bytes) as fetched:
+            yield Upload(fetched.file_name, fetched.content_type, fetched.chunks)
 
     @contextlib.asynccontextmanager
     async def _spooled(self, chunks: AsyncIterable[bytes]) -> AsyncIterator[Path]:

@@ -41,6 +41,7 @@ from bulkops.storage.records import (
     RowQuery,
     RowRecord,
     RowWrite,
+    SavedMapping,
     UndoRefused,
     WaitOutcome,
     report_values,
@@ -89,6 +90,7 @@ def _matches_operation(record: OperationRecord, query: OperationQuery) -> bool:
         and (query.created_from is None or record.created_at >= query.created_from)
         and (query.created_to is None or record.created_at <= query.created_to)
         and (query.tenant is None or record.tenant == query.tenant)
+        and (query.file_sha256 is None or record.file_sha256 == query.file_sha256)
     )
 
 
@@ -797,3 +799,37 @@ if TYPE_CHECKING:
     ) -> tuple[OperationStore, RowStore, RetryStore, RateLimitStore, ChunkStore, EventStore]:
         # mypy proves here that the memory stores satisfy the Protocols.
         return store, store, store, store, store, events
+
+
+class MemoryMappingStore:
+    """Saved column mappings in memory (a ``MappingStore``)."""
+
+    def __init__(self) -> None:
+        self._mappings: dict[tuple[str | None, str, str], SavedMapping] = {}
+
+    async def save_mapping(self, mapping: SavedMapping) -> None:
+        """Store ``mapping``, replacing the one of the same tenant, operation and name."""
+        key = (mapping.tenant, mapping.operation_name, mapping.name)
+        self._mappings[key] = replace(mapping, column_map=dict(mapping.column_map))
+
+    async def get_mapping(
+        self, tenant: str | None, operation_name: str, name: str
+    ) -> SavedMapping | None:
+        """The mapping of that tenant, operation and name, or None."""
+        found = self._mappings.get((tenant, operation_name, name))
+        return None if found is None else replace(found, column_map=dict(found.column_map))
+
+    async def list_mappings(
+        self, tenant: str | None, operation_name: str
+    ) -> builtins.list[SavedMapping]:
+        """The tenant's mappings of the operation, by name."""
+        found = [
+            replace(m, column_map=dict(m.column_map))
+            for (owner, operation, _), m in self._mappings.items()
+            if owner == tenant and operation == operation_name
+        ]
+        return sorted(found, key=lambda m: m.name)
+
+    async def delete_mapping(self, tenant: str | None, operation_name: str, name: str) -> bool:
+        """Remove the mapping; False when there was none."""
+        return self._mappings.pop((tenant, operation_name, name), None) is not None

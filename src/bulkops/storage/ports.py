@@ -37,6 +37,7 @@ from bulkops.storage.records import (
     RowQuery,
     RowRecord,
     RowWrite,
+    SavedMapping,
     StoredFile,
     UndoRefused,
     WaitOutcome,
@@ -445,3 +446,21 @@ class FileStore(Protocol):
 
     async def delete(self, file_id: str) -> None:
         """Remove a stored file; missing files are ignored."""
+
+
+class MappingStore(Protocol):
+    """Saved column mappings, each named per operation and tenant (None: no tenant)."""
+
+    async def save_mapping(self, mapping: SavedMapping) -> None:
+        """Store ``mapping``, replacing the one of the same tenant, operation and name."""
+
+    async def get_mapping(
+        self, tenant: str | None, operation_name: str, name: str
+    ) -> SavedMapping | None:
+        """The mapping of that tenant, operation and name, or None."""
+
+    async def list_mappings(self, tenant: str | None, operation_name: str) -> list[SavedMapping]:
+        """The tenant's mappings of the operation, by name."""
+
+    async def delete_mapping(self, tenant: str | None, operation_name: str, name: str) -> bool:
+        """Remove the mapping; False when there was none."""

@@ -70,6 +70,9 @@ class OperationRecord:
     # An undo operation names the operation it undoes; that one names its undo.
     undo_of: UUID | None = None
     undone_by: UUID | None = None
+    # SHA-256 (hex) of the stored file's bytes, taken as they streamed in (None: stored
+    # before hashes were kept).
+    file_sha256: str | None = None
 
 
 @dataclass(slots=True)
@@ -307,6 +310,7 @@ class OperationQuery:
     created_from: datetime | None = None
     created_to: datetime | None = None
     tenant: str | None = None  # only this tenant's operations (None: every operation)
+    file_sha256: str | None = None  # only operations whose stored file has this hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,3 +451,15 @@ class UndoRefused:
     undone, or not in a final status), or None when it is unknown."""
 
     original: OperationRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class SavedMapping:
+    """A column map kept under a name for one operation and tenant (None: principals
+    without a tenant)."""
+
+    tenant: str | None
+    operation_name: str
+    name: str
+    column_map: dict[str, str]
+    updated_at: datetime

@@ -36,6 +36,7 @@ from bulkops.api.schemas import (
 )
 from bulkops.api.uploads import read_form
 from bulkops.errors import BadRequest
+from bulkops.service.duplicates import parse_sha256
 from bulkops.service.queries import clamp_paging
 from bulkops.storage.records import OperationQuery
 from bulkops.storage.states import OperationStatus
@@ -53,7 +54,7 @@ _ERRORS = error_responses(404)
     status_code=201,
     response_model=CreateResult,
     responses={
-        **error_responses(400, 404, 413, 415, 429),
+        **error_responses(400, 404, 409, 413, 415, 429, 502),
         422: {"model": ValidationResultSchema, "description": "Metadata is invalid"},
     },
 )
@@ -82,6 +83,9 @@ async def create_bulk(
             dry_run=form.dry_run,
             source_operation_id=form.source_operation_id,
             priority=form.priority,
+            reject_duplicate=form.reject_duplicate,
+            mapping=form.mapping,
+            source_url=form.source_url,
         )
     finally:
         await raw.close()
@@ -96,11 +100,13 @@ async def create_bulk(
     operation_id="validateBulk",
     response_model=ValidationResultSchema,
     responses={
-        **error_responses(400, 413, 415),
+        **error_responses(400, 413, 415, 502),
         422: {"model": ValidationResultSchema, "description": "The submission is invalid"},
     },
 )
-async def validate_bulk(request: Request, runtime: RuntimeDep, access: AccessDep) -> JSONResponse:
+async def validate_bulk(
+    request: Request, runtime: RuntimeDep, access: AccessDep, tenant: TenantDep
+) -> JSONResponse:
     """Check a submission without creating anything: 200 when valid, 422 when not. The
     caller, named as a create would record it, is ``created_by`` in ``current_row()``."""
     form, raw = await read_form(request, runtime.settings.max_upload_bytes)
@@ -112,10 +118,15 @@ async def validate_bulk(request: Request, runtime: RuntimeDep, access: AccessDep
             column_map=form.column_map,
             sheet=form.sheet,
             created_by=await access.created_by(request, form.created_by),
+            tenant=tenant,
+            mapping=form.mapping,
+            source_url=form.source_url,
         )
     finally:
         await raw.close()
-    body = ValidationResultSchema.from_record(result).model_dump(by_alias=True, exclude_none=True)
+    body = ValidationResultSchema.from_record(result).model_dump(
+        by_alias=True, exclude_none=True, mode="json"
+    )
     return JSONResponse(body, status_code=200 if result.valid else 422)
 
 
@@ -135,9 +146,11 @@ async def get_bulks(
     created_by: Annotated[str | None, Query(alias="createdBy")] = None,
     created_from: Annotated[IsoDateTime | None, Query(alias="from")] = None,
     created_to: Annotated[IsoDateTime | None, Query(alias="to")] = None,
+    file_sha256: Annotated[str | None, Query(alias="fileSha256")] = None,
 ) -> PageSchema[OperationSchema]:
     """Operations, newest first (a caller with a tenant: only that tenant's). An unknown
-    ``status`` is ignored."""
+    ``status`` is ignored; ``fileSha256`` (64 hex digits) keeps operations whose stored
+    file has that SHA-256."""
     number, size = clamp_paging(page, page_size)
     result = await runtime.queries.list(
         OperationQuery(
@@ -149,6 +162,7 @@ async def get_bulks(
             created_from=created_from,
             created_to=created_to,
             tenant=tenant,
+            file_sha256=parse_sha256(file_sha256),
         )
     )
     return PageSchema.build(result, [OperationSchema.from_record(r) for r in result.items])

@@ -32,6 +32,7 @@ from bulkops.cli.client.commands import (
 )
 from bulkops.cli.client.events import events
 from bulkops.cli.client.fix import fix
+from bulkops.cli.client.mappings import mapping_delete, mapping_save, mappings
 from bulkops.cli.client.undo import undo
 
 __all__ = ["PruneEvents", "register"]
@@ -63,8 +64,11 @@ def register(app: typer.Typer, *, prune_events: PruneEvents | None = None) -> No
         template,
         fix,
         undo,
+        mappings,
+        mapping_save,
+        mapping_delete,
     ):
-        name = "list" if command is list_operations else command.__name__
+        name = "list" if command is list_operations else command.__name__.replace("_", "-")
         app.command(name)(command)
 
 

@@ -53,7 +53,7 @@ def submit(
     file: Annotated[
         Path | None,
         typer.Argument(
-            help="CSV, JSON, JSON Lines or XLSX file (.gz too); none with --from",
+            help="CSV, JSON, JSON Lines or XLSX file (.gz too); none with --from or --source-url",
             exists=True,
             dir_okay=False,
             show_default=False,
@@ -89,6 +89,26 @@ def submit(
         int | None, typer.Option("--priority", min=-10, max=10, help="-10 to 10 (default 0)")
     ] = None,
     sheet: Annotated[str | None, typer.Option("--sheet", help="Worksheet of an XLSX file")] = None,
+    source_url: Annotated[
+        str | None,
+        typer.Option(
+            "--source-url",
+            help="Instead of FILE: the service reads the file from s3://bucket/key or an "
+            "allow-listed http(s) URL (--url stays the service's address)",
+            show_default=False,
+        ),
+    ] = None,
+    mapping: Annotated[
+        str | None,
+        typer.Option("--mapping", help="A saved column mapping's name (see: mappings)"),
+    ] = None,
+    reject_duplicate: Annotated[
+        bool,
+        typer.Option(
+            "--reject-duplicate",
+            help="Refuse a file the operation already had (the same SHA-256)",
+        ),
+    ] = False,
     wait_for_end: Annotated[
         bool, typer.Option("--wait", help="Wait for the end; the exit code tells the outcome")
     ] = False,
@@ -97,11 +117,14 @@ def submit(
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Upload a file as a new operation (or run from an earlier one: --from); print its id."""
-    if (file is None) == (source is None):
+    """Upload a file as a new operation (or have the service read it: --source-url; or run
+    from an earlier one: --from); print its id."""
+    if source_url is not None and (file is not None or source is not None):
+        raise fail("--source-url replaces FILE and --from: give one of them")
+    if source_url is None and (file is None) == (source is None):
         raise fail("submit needs a FILE, or --from ID to run from an earlier operation (not both)")
-    if file is not None and operation is None:
-        raise fail("submit FILE needs --operation NAME")
+    if (file is not None or source_url is not None) and operation is None:
+        raise fail("submit FILE (or --source-url) needs --operation NAME")
     meta = json_argument(metadata, "--metadata")
     columns = json_argument(column_map, "--column-map")
     if meta is not None and not isinstance(meta, dict):
@@ -119,6 +142,9 @@ def submit(
             source_operation_id=source,
             priority=priority,
             sheet=sheet,
+            source_url=source_url,
+            mapping=mapping,
+            reject_duplicate=reject_duplicate,
         )
         if not wait_for_end:
             emit({"operationId": str(operation_id)}, as_json, lambda: typer.echo(operation_id))
@@ -155,6 +181,10 @@ def list_operations(
     created_by: Annotated[str | None, typer.Option("--created-by")] = None,
     page: Annotated[int | None, typer.Option("--page", min=1)] = None,
     page_size: Annotated[int | None, typer.Option("--page-size", min=1)] = None,
+    file_sha256: Annotated[
+        str | None,
+        typer.Option("--file-sha256", help="Only operations whose file has this SHA-256"),
+    ] = None,
     url: Url = DEFAULT_URL,
     token: Token = None,
     as_json: AsJson = False,
@@ -167,6 +197,7 @@ def list_operations(
             created_by=created_by,
             page=page,
             page_size=page_size,
+            file_sha256=file_sha256,
         )
     summary = f"Page {found.page}, {found.total_count} operations in all"
     columns = LIST_COLUMNS

@@ -173,6 +173,8 @@ class OperationMethods(SqlBase):
             conditions.append(_o.created_at <= query.created_to)
         if query.tenant is not None:
             conditions.append(_o.tenant == query.tenant)
+        if query.file_sha256 is not None:
+            conditions.append(_o.file_sha256 == query.file_sha256)
         count = select(func.count()).select_from(operations).where(*conditions)
         items = (
             select(operations)

@@ -81,11 +81,14 @@ operations = Table(
     Column("priority", Integer(), nullable=False, server_default="0"),
     Column("undo_of", UuidType(), nullable=True),
     Column("undone_by", UuidType(), nullable=True),
+    Column("file_sha256", String(64), nullable=True),
     # Claimable (Pending/Retrying, oldest first) and Running look-ups.
     Index("ix_operations_status_created_at", "status", "created_at"),
     Index("ix_operations_operation_name", "operation_name"),
 )
 
+# Duplicate look-ups and the fileSha256 filter (0017).
+Index("ix_operations_file_sha256", operations.c.file_sha256)
 # Listing pages newest first with id as the tie-breaker.
 Index("ix_operations_created_at_id", operations.c.created_at.desc(), operations.c.id)
 # A tenant's list pages, and its active count at each create under a limit (0011); both
@@ -316,6 +319,19 @@ notification_deliveries = Table(
     Column("claimed_until", UtcDateTime(), nullable=True),
     Index("ix_notification_deliveries_state_next", "state", "next_attempt_at"),
     Index("ix_notification_deliveries_operation_id", "operation_id", "created_at"),
+)
+
+
+# Saved column mappings (0017): a name per operation and tenant ("" for operations without
+# a tenant: a primary key column cannot be NULL).
+saved_mappings = Table(
+    "saved_mappings",
+    metadata,
+    Column("tenant", String(200), primary_key=True),
+    Column("operation_name", String(200), primary_key=True),
+    Column("name", String(200), primary_key=True),
+    Column("column_map", JsonType, nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
 )
 
 

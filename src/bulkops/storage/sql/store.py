@@ -8,6 +8,7 @@ from bulkops.storage.sql.chunks import ChunkMethods
 from bulkops.storage.sql.deliveries import DeliveryMethods
 from bulkops.storage.sql.fixes import FixMethods
 from bulkops.storage.sql.keys import RateLimitMethods
+from bulkops.storage.sql.mappings import MappingMethods
 from bulkops.storage.sql.operations import OperationMethods
 from bulkops.storage.sql.retry import RetryMethods
 from bulkops.storage.sql.rows import RowMethods
@@ -15,6 +16,7 @@ from bulkops.storage.sql.rows import RowMethods
 if TYPE_CHECKING:
     from bulkops.storage.ports import (
         ChunkStore,
+        MappingStore,
         OperationStore,
         RateLimitStore,
         RetryStore,
@@ -30,6 +32,7 @@ class SqlStore(
     RateLimitMethods,
     ChunkMethods,
     DeliveryMethods,
+    MappingMethods,
 ):
     """Operations, their row records and retry rounds in SQLite or PostgreSQL.
 
@@ -51,3 +54,6 @@ if TYPE_CHECKING:
     ) -> tuple[OperationStore, RetryStore, RowStore, RateLimitStore, ChunkStore]:
         # mypy proves here that SqlStore satisfies the Protocols.
         return store, store, store, store, store
+
+    def _implements_mappings(store: SqlStore) -> MappingStore:
+        return store

@@ -1,6 +1,8 @@
-// New operation: pick an operation, fill its metadata, choose a file (mapping its columns
-// when they differ; an Excel workbook's worksheet by name), optionally add webhooks,
-// validate (POST /api/bulks/validate) and create.
+// New operation: pick an operation, fill its metadata, choose a file or give the URL the
+// service reads it from (mapping its columns when they differ, or picking a saved mapping;
+// an Excel workbook's worksheet by name), optionally add webhooks, validate
+// (POST /api/bulks/validate) and create. A file validate finds already submitted (its
+// duplicateOf) is created only once the user confirms.
 // Create validates first, so problems show before anything is submitted; a dry run is
 // created at once (it validates every row and reports every problem itself).
 import { useEffect, useMemo, useState } from "preact/hooks";
@@ -16,6 +18,7 @@ import {
   suggestMapping,
 } from "../create/columns.js";
 import { ColumnMapping } from "../create/mapping.js";
+import { SaveMapping, SavedMappingPicker, useSavedMappings } from "../create/saved.js";
 import { MetadataFields, metadataObject } from "../create/metadata.js";
 import { NotificationsEditor, notificationsValue } from "../create/notifications.js";
 import { html } from "../html.js";
@@ -46,6 +49,15 @@ function Descriptor({ op }) {
     </${TableBox}>
     <${DownloadButton} path=${`/api/operations/${encodeURIComponent(op.name)}/template`}
       label=${`Download template for ${op.name}`}>Download template</${DownloadButton}>
+  </div>`;
+}
+
+function DuplicateWarning({ id, onConfirm, blocked }) {
+  return html`<div class="alert alert-warn duplicate" role="alert">
+    <p><strong>This file was submitted before</strong>, as operation
+      <a href=${paths.operation(id)}><code>${id}</code></a> (the same SHA-256).</p>
+    ${onConfirm &&
+    html`<button type="button" disabled=${blocked} onClick=${onConfirm}>Create anyway</button>`}
   </div>`;
 }
 
@@ -96,14 +108,40 @@ export function CreatePage({ route }) {
   const [mapping, setMapping] = useState({});
   const [recipients, setRecipients] = useState([]);
   const [dryRun, setDryRun] = useState(false);
+  const [origin, setOrigin] = useState("file"); // "file" (an upload) or "url" (sourceUrl)
+  const [sourceUrl, setSourceUrl] = useState("");
+  const [savedName, setSavedName] = useState("");
+  const [confirmed, setConfirmed] = useState(""); // the duplicate the user chose to ignore
+  const [saved, reloadSaved] = useSavedMappings(op?.name);
   const [outcome, setOutcome] = useState({ busy: "", result: null, error: null });
-  const { header, error: headerError, unread } = useFileHeader(file);
-  const workbook = Boolean(file) && fileKind(file) === "xlsx";
+  const fromUrl = origin === "url";
+  const { header, error: headerError, unread } = useFileHeader(fromUrl ? null : file);
+  const workbook = fromUrl ? /\.xlsx$/i.test(sourceUrl.split("?")[0]) : Boolean(file) && fileKind(file) === "xlsx";
 
   const mappingShown = Boolean(op && header && needsMapping(header, op.fileColumns));
-  useEffect(() => setMapping(op && header ? suggestMapping(header, op.fileColumns) : {}), [op, header]);
+  // The suggestion, with the saved mapping picked (if any) on top of it.
+  const mappingFor = (item) => {
+    if (!op || !header) return {};
+    const next = suggestMapping(header, op.fileColumns);
+    for (const [from, to] of Object.entries(item?.columnMap ?? {})) if (from in next) next[from] = to;
+    return next;
+  };
+  useEffect(() => setMapping(mappingFor(saved.items.find((m) => m.name === savedName))), [op, header]);
+  useEffect(() => setSavedName(""), [op]);
   // A new key whenever the submission changes; the same key if the very same one is resent.
-  const idempotencyKey = useMemo(randomKey, [name, file, sheet, values, createdBy, mapping, recipients, dryRun]);
+  const idempotencyKey = useMemo(randomKey, [
+    name, file, sheet, values, createdBy, mapping, recipients, dryRun, origin, sourceUrl, savedName,
+  ]);
+
+  // A saved mapping chosen: sent by name, and shown in the table when the file's columns are.
+  const chooseSaved = (chosen, item) => {
+    setSavedName(chosen);
+    if (item && op && header) setMapping(mappingFor(item));
+  };
+  const editMapping = (next) => {
+    setMapping(next);
+    setSavedName(""); // edited: the table's mapping is sent, not the saved one
+  };
 
   const chooseOperation = (event) => {
     setValues({});
@@ -115,11 +153,13 @@ export function CreatePage({ route }) {
     const form = new FormData();
     form.set("operationName", name);
     form.set("metadata", JSON.stringify(metadataObject(op.metadataFields, values)));
-    form.set("file", file, file.name);
+    if (fromUrl) form.set("sourceUrl", sourceUrl.trim());
+    else form.set("file", file, file.name);
     if (workbook && sheet.trim()) form.set("sheet", sheet.trim());
     if (createdBy.trim()) form.set("createdBy", createdBy.trim());
     const map = columnMap(mapping);
-    if (mappingShown && Object.keys(map).length) form.set("columnMap", JSON.stringify(map));
+    if (savedName) form.set("mapping", savedName);
+    else if (mappingShown && Object.keys(map).length) form.set("columnMap", JSON.stringify(map));
     const notifications = notificationsValue(recipients);
     if (notifications) form.set("notifications", notifications);
     return form;
@@ -130,9 +170,10 @@ export function CreatePage({ route }) {
     return form;
   };
 
-  const run = async (create) => {
-    if (!file) {
-      setOutcome({ busy: "", result: null, error: new Error("Choose a file to upload.") });
+  const run = async (create, accepted = confirmed) => {
+    if (fromUrl ? !sourceUrl.trim() : !file) {
+      const missing = fromUrl ? "Enter the URL of the file." : "Choose a file to upload.";
+      setOutcome({ busy: "", result: null, error: new Error(missing) });
       return;
     }
     setOutcome({ busy: create ? "Creating" : "Validating", result: null, error: null });
@@ -143,7 +184,8 @@ export function CreatePage({ route }) {
         create && dryRun
           ? { body: { valid: true } }
           : await request("POST", "/api/bulks/validate", { form: buildForm(), accept: [422] });
-      if (!create || !checked.body.valid) {
+      const duplicate = checked.body.duplicateOf;
+      if (!create || !checked.body.valid || (duplicate && duplicate !== accepted)) {
         setOutcome({ busy: "", result: checked.body, error: null });
         return;
       }
@@ -168,6 +210,11 @@ export function CreatePage({ route }) {
   const submit = (event) => {
     event.preventDefault();
     run(true);
+  };
+  const createAnyway = () => {
+    const duplicate = outcome.result?.duplicateOf ?? "";
+    setConfirmed(duplicate);
+    run(true, duplicate);
   };
 
   return html`<section>
@@ -202,12 +249,27 @@ export function CreatePage({ route }) {
         </div>
         <div class="step">
           <h2>3. File</h2>
-          <div class="field">
-            <label for="file">File</label>
-            <input id="file" type="file" accept=".csv,.json,.jsonl,.ndjson,.xlsx,.gz"
-              onChange=${(e) => setFile(e.currentTarget.files[0] ?? null)} aria-describedby="file-hint" />
-            <span class="hint" id="file-hint">CSV (with a header line), JSON (an array of objects), JSON Lines or Excel (.xlsx); any of the first three may be gzip-compressed (.gz)</span>
-          </div>
+          <fieldset class="origin">
+            <legend>Where the file is</legend>
+            <label><input type="radio" name="origin" value="file" checked=${!fromUrl}
+              onChange=${() => setOrigin("file")} /> Upload a file</label>
+            <label><input type="radio" name="origin" value="url" checked=${fromUrl}
+              onChange=${() => setOrigin("url")} /> From a URL</label>
+          </fieldset>
+          ${fromUrl
+            ? html`<div class="field">
+                <label for="source-url">URL of the file</label>
+                <input id="source-url" type="url" value=${sourceUrl} placeholder="s3://bucket/exports/users.csv"
+                  onInput=${(e) => setSourceUrl(e.currentTarget.value)} aria-describedby="source-url-hint" />
+                <span class="hint" id="source-url-hint">the service reads it itself: s3://bucket/key (when its files are on S3), or an http(s) URL its allow list names; the file name comes from the URL's last segment</span>
+              </div>`
+            : html`<div class="field">
+                <label for="file">File</label>
+                <input id="file" type="file" accept=".csv,.json,.jsonl,.ndjson,.xlsx,.gz"
+                  onChange=${(e) => setFile(e.currentTarget.files[0] ?? null)} aria-describedby="file-hint" />
+                <span class="hint" id="file-hint">CSV (with a header line), JSON (an array of objects), JSON Lines or Excel (.xlsx); any of the first three may be gzip-compressed (.gz)</span>
+              </div>`}
+          <${SavedMappingPicker} saved=${saved} chosen=${savedName} onChoose=${chooseSaved} />
           ${workbook &&
           html`<div class="field">
             <label for="sheet">Sheet</label>
@@ -220,7 +282,13 @@ export function CreatePage({ route }) {
           ${unread &&
           html`<p class="hint" role="status">The columns of this file are not read in the browser: Validate checks them on the server.</p>`}
           ${mappingShown &&
-          html`<${ColumnMapping} header=${header} columns=${op.fileColumns} mapping=${mapping} onChange=${setMapping} />`}
+          html`<${ColumnMapping} header=${header} columns=${op.fileColumns} mapping=${mapping} onChange=${editMapping} />`}
+          ${mappingShown && !access.readOnly &&
+          html`<${SaveMapping} operation=${op.name} columnMap=${columnMap(mapping)} disabled=${Boolean(outcome.busy)}
+            onSaved=${(chosen) => {
+              reloadSaved();
+              setSavedName(chosen);
+            }} />`}
         </div>
         <div class="step">
           <h2>4. Notifications <span class="hint">(optional)</span></h2>
@@ -243,6 +311,9 @@ export function CreatePage({ route }) {
           ${outcome.busy && html`<span role="status">${outcome.busy}…</span>`}
         </div>
         <${ErrorMessage} error=${outcome.error} />
+        ${outcome.result?.duplicateOf &&
+        html`<${DuplicateWarning} id=${outcome.result.duplicateOf} blocked=${blocked}
+          onConfirm=${outcome.result.valid ? createAnyway : null} />`}
         <${ValidationResult} result=${outcome.result} />`}
     </form>`}
   </section>`;
