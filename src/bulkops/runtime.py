@@ -192,7 +192,7 @@ class Runtime:
             stores=stores,
             scheduler=scheduler,
             row_helpers=helpers,
-            catalog=CatalogService(registry),
+            catalog=CatalogService(registry, escape_formulas=settings.export_escape_formulas),
             submissions=SubmissionService(
                 registry,
                 operations,
@@ -208,7 +208,9 @@ class Runtime:
             commands=CommandService(operations),
             feed=FeedService(events, operations),
             signals=signals,
-            exports=ExportService(operations, rows, registry),
+            exports=ExportService(
+                operations, rows, registry, escape_formulas=settings.export_escape_formulas
+            ),
             retries=RetryService(
                 registry,
                 operations,
@@ -217,7 +219,12 @@ class Runtime:
                 scheduler,
                 max_retry_attempts=settings.max_retry_attempts,
             ),
-            fixes=FixService(registry, operations, rows),
+            fixes=FixService(
+                registry,
+                operations,
+                rows,
+                escape_formulas=settings.export_escape_formulas,
+            ),
             _database=database,
             _dispatcher=None
             if role == "api"

@@ -353,6 +353,13 @@ class Settings(BaseSettings):
         description="Most Pending, Running or Retrying operations of one tenant (its "
         "tenant, else its creator); a create beyond it is answered 429; unset: no limit.",
     )
+    # Hostile input (docs/explanation/guarantees.md, "Hostile input").
+    export_escape_formulas: bool = Field(
+        default=True,
+        description="CSV exports and templates put a ' before a cell beginning with =, +, -, "
+        "@, a tab or a carriage return (not before a plain number), so a spreadsheet does not "
+        "run it as a formula; bulkops fix removes it again.",
+    )
 
     @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")
     @classmethod
