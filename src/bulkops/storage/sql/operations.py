@@ -38,7 +38,7 @@ from bulkops.storage.sql.dialect import Dialect
 from bulkops.storage.sql.keys import claim_key
 from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
 from bulkops.storage.sql.schema import not_completed, operations, row_records
-from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.states import TERMINAL_STATUSES, OperationStatus, RowState
 
 _o = operations.c
 _CLAIMABLE = or_(
@@ -252,8 +252,13 @@ class OperationMethods(SqlBase):
             return int((await conn.execute(stmt)).scalar_one())
 
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
-        """Record how many data rows the file holds."""
-        stmt = update(operations).where(_o.id == operation_id).values(total_rows=total_rows)
+        """Record how many data rows the file holds (not once its status is final)."""
+        final = [status.value for status in TERMINAL_STATUSES]
+        stmt = (
+            update(operations)
+            .where(_o.id == operation_id, _o.status.not_in(final))
+            .values(total_rows=total_rows)
+        )
         async with self._db.write() as conn:
             await conn.execute(stmt)
 

@@ -90,6 +90,14 @@ def _save(write: SplitWrite) -> Callable[[sqlite3.Connection], OperationStatus |
         chunk_fence = (key, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
 
     def work(connection: sqlite3.Connection) -> OperationStatus | None:
+        # Final means final: an operation whose status is final takes no rows, counters or
+        # events until a retry starts a new round (the writer holds the database, so the
+        # status read here stands until commit).
+        before = connection.execute(_STATUS, (key,)).fetchone()
+        if before is None:
+            return None
+        if OperationStatus(before[0]).is_terminal:
+            return OperationStatus(before[0])
         # The fence keeps a worker that lost the operation (or its chunk) out.
         if (
             chunk_fence is not None
