@@ -23,6 +23,7 @@ from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
 from bulkops.engine.scheduler import NullScheduler, Scheduler, SchedulerConfig, WorkScheduler
 from bulkops.engine.signals import SignalHub
+from bulkops.formats import FileLimits
 from bulkops.observability.metrics import Metrics
 from bulkops.service import (
     CatalogService,
@@ -200,6 +201,7 @@ class Runtime:
                 scheduler,
                 service_name=settings.service_name,
                 max_upload_bytes=settings.max_upload_bytes,
+                file_limits=file_limits(settings),
                 idempotency_ttl=settings.idempotency_ttl,
                 tenant_max_active=settings.tenant_max_active,
                 channels=frozenset(channels),
@@ -273,6 +275,7 @@ class Runtime:
                 step_retry_delay=settings.step_retry_delay,
                 storage_retry_timeout=settings.storage_retry_timeout,
                 chunk_rows=settings.chunk_rows,
+                file_limits=file_limits(settings),
             ),
             hub,
             metrics,
@@ -324,3 +327,8 @@ class Runtime:
                 await closing()
         if self._database is not None:
             await self._database.close()
+
+
+def file_limits(settings: Settings) -> FileLimits:
+    """What reading one file may cost, from the settings."""
+    return FileLimits(settings.effective_max_expanded_bytes, settings.max_file_rows)

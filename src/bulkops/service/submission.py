@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ from bulkops.errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
-from bulkops.formats import FileFormat, detect_format
+from bulkops.formats import FileFormat, FileLimits, count_rows, detect_format
 from bulkops.formats.base import GZIP_MAGIC, corrupt_gzip_message, is_compressed
+from bulkops.formats.limits import ExpandedTooLarge, TooManyRows
 from bulkops.formats.xlsx import UnknownSheet, check_sheet
 from bulkops.service.columns import parse_column_map
 from bulkops.service.idempotency import Fingerprint, check_key
@@ -129,7 +131,9 @@ class SubmissionService:
         idempotency_ttl: float = 86400.0,
         channels: Collection[str] | None = None,
         tenant_max_active: int | None = None,
+        file_limits: FileLimits | None = None,
     ) -> None:
+        self._file_limits = file_limits or FileLimits()
         self._channels = channels
         self._active_limit = ActiveLimit(tenant_max_active) if tenant_max_active else None
         self._registry = registry
@@ -500,6 +504,7 @@ class SubmissionService:
                 result.metadata_errors.append(error_text(exc))
         if not result.file_errors:  # a misfit column map makes the file's check moot
             async with self._spooled(self._stream(checked_upload)) as path:
+                await self._within_limits(path, fmt, definition, sheet)
                 checked = await check_file(
                     definition,
                     path,
@@ -514,6 +519,28 @@ class SubmissionService:
         result.valid = not (result.metadata_errors or result.file_errors)
         return result
 
+    async def _within_limits(
+        self, path: Path, fmt: FileFormat, definition: OperationDefinition, sheet: str | None
+    ) -> None:
+        """Refuse a file that expands beyond the expanded-size limit or holds more rows
+        than the rows limit (counted in full, decompressing at most up to the limit), as
+        its operation would fail while its rows are counted.
+
+        Raises:
+            PayloadTooLarge: naming the limit (``limit``).
+        """
+        limits = self._file_limits
+        compressed = fmt is FileFormat.XLSX or await asyncio.to_thread(_gzipped, path)
+        if not limits.rows and not (compressed and limits.expanded_bytes):
+            return
+        delimiter = definition.controls.csv_delimiter
+        try:
+            await asyncio.to_thread(partial(count_rows, limits=limits), path, fmt, delimiter, sheet)
+        except (ExpandedTooLarge, TooManyRows) as exc:
+            raise PayloadTooLarge(str(exc), limit=exc.limit) from None
+        except FileFormatError:
+            pass  # the file's check tells what is wrong with it
+
     @contextlib.asynccontextmanager
     async def _spooled(self, chunks: AsyncIterable[bytes]) -> AsyncIterator[Path]:
         handle, name = tempfile.mkstemp(prefix="bulkops-validate-")
@@ -525,6 +552,11 @@ class SubmissionService:
             yield path
         finally:
             path.unlink(missing_ok=True)
+
+
+def _gzipped(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC
 
 
 async def _gzip_only(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
