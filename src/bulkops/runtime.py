@@ -36,6 +36,7 @@ from bulkops.service import (
 from bulkops.service.export import ExportService
 from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
+from bulkops.service.usage import UsageService
 from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
 from bulkops.storage.liveness import NoLiveness
@@ -94,6 +95,7 @@ class Runtime:
     exports: ExportService
     retries: RetryService
     fixes: FixService
+    usage: UsageService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
@@ -204,6 +206,7 @@ class Runtime:
                 file_limits=file_limits(settings),
                 idempotency_ttl=settings.idempotency_ttl,
                 tenant_max_active=settings.tenant_max_active,
+                tenant_max_rows_per_day=settings.tenant_max_rows_per_day,
                 channels=frozenset(channels),
             ),
             queries=QueryService(operations, rows, files, deliveries),
@@ -221,6 +224,7 @@ class Runtime:
                 scheduler,
                 max_retry_attempts=settings.max_retry_attempts,
             ),
+            usage=UsageService(operations),
             fixes=FixService(
                 registry,
                 operations,

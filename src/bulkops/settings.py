@@ -370,6 +370,12 @@ class Settings(BaseSettings):
         "and an operation fails before any row runs. Unset: 20 x MAX_UPLOAD_BYTES; 0: "
         "unlimited.",
     )
+    tenant_max_rows_per_day: int | None = Field(
+        default=None,
+        ge=1,
+        description="Rows one tenant (its tenant, else its creator) may submit in any 24 hours; "
+        "a create whose file would pass it is answered 429 with Retry-After; unset: no limit.",
+    )
     max_file_rows: int = Field(
         default=0,
         ge=0,

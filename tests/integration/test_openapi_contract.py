@@ -35,6 +35,7 @@ OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks and
     "getMetrics",
     "getBulkNotifications",
     "fixBulkRow",  # the third wave: a failed row fixed in place
+    "getUsage",  # the fourth wave: each tenant's use by day
 }
 
 

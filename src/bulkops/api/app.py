@@ -24,6 +24,7 @@ from bulkops.api.routes import (
     notifications,
     retry,
     signals,
+    usage,
 )
 from bulkops.api.routes import metrics as metrics_routes
 from bulkops.api.routes import operations as discovery
@@ -101,6 +102,7 @@ def create_app(
         signals,
         events,
         caller,
+        usage,
         health,
     )
     for routes in (*routes_in_order, metrics_routes):

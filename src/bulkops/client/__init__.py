@@ -34,6 +34,8 @@ from bulkops.client.models import (
     RowProgress,
     SignalResult,
     StatusView,
+    Usage,
+    UsageDay,
     ValidationResult,
 )
 from bulkops.client.sync_client import Client
@@ -58,5 +60,7 @@ __all__ = [
     "RowState",
     "SignalResult",
     "StatusView",
+    "Usage",
+    "UsageDay",
     "ValidationResult",
 ]

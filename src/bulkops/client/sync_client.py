@@ -29,6 +29,7 @@ from bulkops.client.models import (
     RowProgress,
     SignalResult,
     StatusView,
+    Usage,
     ValidationResult,
 )
 from bulkops.client.uploads import FileInput, Metadata
@@ -186,6 +187,10 @@ class Client:
     def get_bulk_events(self, id: UUID | str, **options: Any) -> list[Event]:
         """See ``AsyncClient.get_bulk_events``."""
         return self._run(self._async.get_bulk_events(id, **options))
+
+    def get_usage(self, *, tenant: str | None = None) -> Usage:
+        """See ``AsyncClient.get_usage``."""
+        return self._run(self._async.get_usage(tenant=tenant))
 
     def get_liveness(self) -> Health:
         """See ``AsyncClient.get_liveness``."""

@@ -11,7 +11,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from bulkops.service.notifications import parse_notifications
 from bulkops.service.ports import WorkQueue
 from bulkops.service.preflight import check_file
 from bulkops.service.priority import parse_priority
+from bulkops.service.usage import RowsPerDay
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.ports import FileStore, OperationStore
 from bulkops.storage.records import (
@@ -132,8 +133,12 @@ class SubmissionService:
         channels: Collection[str] | None = None,
         tenant_max_active: int | None = None,
         file_limits: FileLimits | None = None,
+        tenant_max_rows_per_day: int | None = None,
     ) -> None:
         self._file_limits = file_limits or FileLimits()
+        self._rows_per_day = (
+            RowsPerDay(tenant_max_rows_per_day) if tenant_max_rows_per_day else None
+        )
         self._channels = channels
         self._active_limit = ActiveLimit(tenant_max_active) if tenant_max_active else None
         self._registry = registry
@@ -291,6 +296,15 @@ class SubmissionService:
             fingerprint.include("dryRun")
         stored, file_name, file_format, chosen = await self._store(content)
         now = utcnow()
+        total_rows = 0
+        if self._rows_per_day is not None:
+            try:
+                total_rows = await self._rows_within_quota(
+                    content, stored, file_format, chosen, tenant, created_by, now
+                )
+            except BaseException:
+                await self._discard(content, stored)
+                raise
         record = OperationRecord(
             id=uuid.uuid4(),
             operation_name=definition.name,
@@ -311,6 +325,7 @@ class SubmissionService:
             source_operation_id=None if content.source is None else content.source.id,
             sheet=chosen,
             priority=rank,
+            total_rows=total_rows,
         )
         claim = None
         if key is not None:
@@ -434,6 +449,39 @@ class SubmissionService:
         if source is None or (tenant is not None and source.tenant != tenant):
             raise NotFound(f"Source operation {operation_id} not found")
         return source
+
+    async def _rows_within_quota(
+        self,
+        content: _Content,
+        stored: StoredFile,
+        file_format: str,
+        sheet: str | None,
+        tenant: str | None,
+        created_by: str | None,
+        now: datetime,
+    ) -> int:
+        """The rows of the stored file, counted (0 when it cannot be read: its operation
+        fails then), once the tenant's quota of rows per day is known to hold them.
+
+        Raises:
+            TooManyRequests: they would take the tenant past its quota.
+        """
+        assert self._rows_per_day is not None
+        delimiter = content.definition.controls.csv_delimiter
+        try:
+            async with self._files.local_path(stored.file_id) as path:
+                rows = await asyncio.to_thread(
+                    partial(count_rows, limits=self._file_limits),
+                    path,
+                    FileFormat(file_format),
+                    delimiter,
+                    sheet,
+                )
+        except FileFormatError:
+            rows = 0
+        creator = (created_by or "").strip() or ANONYMOUS
+        await self._rows_per_day.check(self._operations, tenant, creator, rows, now)
+        return rows
 
     def _limit_refusal(self, record: OperationRecord, reached: LimitReached) -> TooManyRequests:
         most = self._active_limit.most if self._active_limit else reached.active

@@ -32,6 +32,7 @@ from bulkops.cli.client.commands import (
 )
 from bulkops.cli.client.events import events
 from bulkops.cli.client.fix import fix
+from bulkops.cli.client.usage import usage
 
 __all__ = ["PruneEvents", "register"]
 
@@ -61,6 +62,7 @@ def register(app: typer.Typer, *, prune_events: PruneEvents | None = None) -> No
         download,
         template,
         fix,
+        usage,
     ):
         name = "list" if command is list_operations else command.__name__
         app.command(name)(command)
