@@ -17,9 +17,7 @@ def test_usage_shows_today_and_is_reached_from_the_navigation(
     operation_id = instance.submit("gated-import", GOOD, {"requestedBy": "me"}, created_by=creator)
     instance.wait_terminal(operation_id)
     today = datetime.now(UTC).date().isoformat()
-    expected = next(
-        item for item in instance.get("/api/usage")["items"] if item["day"] == today
-    )
+    expected = next(item for item in instance.get("/api/usage")["items"] if item["day"] == today)
 
     page.goto("/dashboard")
     page.get_by_role("navigation", name="Dashboard").get_by_role("link", name="Usage").click()
