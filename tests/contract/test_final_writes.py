@@ -3,12 +3,15 @@ until a retry starts a new round; the write that finds it so learns its status."
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import RowCounts
-from bulkops.storage.records import CompletedSpan, Fence, ProgressDelta, RowWrite
+from bulkops.storage.records import CompletedSpan, Fence, ProgressDelta, RowWrite, WaitOutcome
 from bulkops.storage.states import EventType, OperationStatus
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
 from tests.contract.test_chunk_store import FRESH, NOW, chunks_of, split_operation
+from tests.contract.test_row_waits import waiting
 from tests.contract.test_save_many import counters, failed, running, stored_rows
 
 
@@ -97,3 +100,19 @@ async def test_a_retry_round_takes_rows_again(
 
     assert status is OperationStatus.RETRYING
     assert await stored_rows(stores, op.id) == [make_row(op.id, 1)]
+
+
+async def test_a_waiting_row_of_a_cancelled_operation_waits_on(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = make_operation()
+    await stores.operations.add(op)
+    row = waiting(make_row, op.id, 1, "mgr", seconds=0)
+    await stores.rows.save(op.id, [row], ProgressDelta())
+    assert await stores.operations.apply(lifecycle.cancel(op, NOW)) is not None
+    outcome = WaitOutcome(step_index=1, succeeded=True, at=BASE_TIME + timedelta(minutes=1))
+
+    assert await stores.rows.resolve_wait(op.id, 1, row.signal_key, outcome) is None
+    found = await stores.rows.resolve_first_waiting(op.id, f"{op.id}:mgr:", lambda _: outcome)
+    assert found is None
+    assert await stores.rows.get_row(op.id, 1) == row

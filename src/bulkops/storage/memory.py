@@ -644,6 +644,9 @@ class MemoryStore:
         self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
     ) -> RowRecord | None:
         """End a wait when the row still waits with that key; None otherwise."""
+        record = self._operations.get(operation_id)
+        if record is not None and record.status.is_terminal:
+            return None  # final means final: its waiting rows wait on
         stored = self._rows.get(operation_id, {})
         row = stored.get(row_number)
         if (

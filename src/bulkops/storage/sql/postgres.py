@@ -68,6 +68,7 @@ _ADD_COUNTERS = (
     "successful_rows = successful_rows + %s, error_count = error_count + %s "
     "WHERE id = %s AND status <> ALL(%s) RETURNING status"
 )
+_STATUS_SHARED = "SELECT status FROM operations WHERE id = %s FOR SHARE"
 _FINAL_STATUS = "SELECT id, status FROM operations WHERE id = ANY(%s) AND status = ANY(%s)"
 _WAITING = RowState.WAITING_FOR_COMPLETION.value
 _ADD_STEP = (
@@ -328,6 +329,14 @@ async def _end_wait(conn: AsyncConnection, row: RowRecord, outcome: WaitOutcome)
     return resolved
 
 
+async def _final(conn: AsyncConnection, operation_id: UUID) -> bool:
+    """The operation's status is final: its waiting rows wait on (final means final). The
+    operation row is locked first, as a write of rows locks it, so a cancel waits for the
+    wait's end (or the end waits for the cancel) and the two never deadlock."""
+    found = (await conn.exec_driver_sql(_STATUS_SHARED, (operation_id,))).first()
+    return found is not None and OperationStatus(found[0]).is_terminal
+
+
 class PostgresDialect:
     """The ``Dialect`` of PostgreSQL: rows are locked where SQLite locks the database."""
 
@@ -430,6 +439,8 @@ class PostgresDialect:
         condition, params = _wait_condition(operation_id, row_number, signal_key)
         lookup = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition} FOR UPDATE"
         async with self._db.write() as conn:
+            if await _final(conn, operation_id):
+                return None
             found = (await conn.exec_driver_sql(lookup, params)).first()
             if found is None:
                 return None
@@ -445,6 +456,8 @@ class PostgresDialect:
         holds is locked, then ended, in one transaction."""
         sql, params = _first_waiting(operation_id, key_prefix)
         async with self._db.write() as conn:
+            if await _final(conn, operation_id):
+                return None
             found = (await conn.exec_driver_sql(sql + " FOR UPDATE SKIP LOCKED", params)).first()
             if found is None:
                 return None
