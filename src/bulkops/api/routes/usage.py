@@ -36,6 +36,7 @@ class UsageSchema(Schema):
     "/api/usage",
     operation_id="getUsage",
     response_model=UsageSchema,
+    response_model_exclude_none=True,
     responses=error_responses(401, 403),
 )
 async def get_usage(
