@@ -109,33 +109,35 @@ class Meter:
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = current().expanded_bytes if limit is None else limit
-        self._reached: dict[int, int] = {}  # stream id -> furthest position
+        self._reached: list[int] = []  # the furthest position of each stream, in order
 
-    def reached(self, stream: object, position: int) -> None:
-        """``stream`` has been read up to ``position``."""
-        key = id(stream)
-        if position <= self._reached.get(key, 0):
+    def reached(self, stream: int, position: int) -> None:
+        """Stream number ``stream`` (``metered`` numbers them) has been read up to
+        ``position``."""
+        if position <= self._reached[stream]:
             return
-        self._reached[key] = position
-        if self.limit and sum(self._reached.values()) > self.limit:
+        self._reached[stream] = position
+        if self.limit and sum(self._reached) > self.limit:
             raise ExpandedTooLarge(self.limit)
 
     def metered(self, stream: IO[bytes]) -> IO[bytes]:
         """``stream``, counted by this meter as it is read (itself without a limit)."""
         if not self.limit:
             return stream
-        return _Metered(stream, self)  # type: ignore[return-value]
+        self._reached.append(0)
+        return _Metered(stream, self, len(self._reached) - 1)  # type: ignore[return-value]
 
 
 class _Metered:
     """A binary stream that tells its meter how far it has been read."""
 
-    def __init__(self, stream: IO[bytes], meter: Meter) -> None:
+    def __init__(self, stream: IO[bytes], meter: Meter, number: int) -> None:
         self._stream = stream
         self._meter = meter
+        self._number = number
 
     def _after(self, data: bytes) -> bytes:
-        self._meter.reached(self, self._stream.tell())
+        self._meter.reached(self._number, self._stream.tell())
         return data
 
     def read(self, size: int = -1) -> bytes:
@@ -149,12 +151,12 @@ class _Metered:
 
     def readinto(self, buffer: Any) -> int:
         count: int = self._stream.readinto(buffer)  # type: ignore[attr-defined]
-        self._meter.reached(self, self._stream.tell())
+        self._meter.reached(self._number, self._stream.tell())
         return count
 
     def seek(self, offset: int, whence: int = 0) -> int:
         position = self._stream.seek(offset, whence)
-        self._meter.reached(self, position)
+        self._meter.reached(self._number, position)
         return position
 
     def __iter__(self) -> Iterator[bytes]:
