@@ -23,6 +23,7 @@ from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.recovery import OrphanRecovery
 from bulkops.engine.scheduler import NullScheduler, Scheduler, SchedulerConfig, WorkScheduler
 from bulkops.engine.signals import SignalHub
+from bulkops.formats import FileLimits
 from bulkops.observability.metrics import Metrics
 from bulkops.service import (
     CatalogService,
@@ -37,6 +38,7 @@ from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
 from bulkops.service.saved_mappings import MappingService
 from bulkops.service.undo import UndoService
+from bulkops.service.usage import UsageService
 from bulkops.settings import Settings
 from bulkops.sources.base import Resolver
 from bulkops.sources.opener import UrlSources
@@ -100,6 +102,7 @@ class Runtime:
     fixes: FixService
     undos: UndoService
     mappings: MappingService
+    usage: UsageService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
@@ -219,7 +222,7 @@ class Runtime:
             stores=stores,
             scheduler=scheduler,
             row_helpers=helpers,
-            catalog=CatalogService(registry),
+            catalog=CatalogService(registry, escape_formulas=settings.export_escape_formulas),
             submissions=SubmissionService(
                 registry,
                 operations,
@@ -227,8 +230,10 @@ class Runtime:
                 scheduler,
                 service_name=settings.service_name,
                 max_upload_bytes=settings.max_upload_bytes,
+                file_limits=file_limits(settings),
                 idempotency_ttl=settings.idempotency_ttl,
                 tenant_max_active=settings.tenant_max_active,
+                tenant_max_rows_per_day=settings.tenant_max_rows_per_day,
                 channels=frozenset(channels),
                 mappings=mappings,
                 sources=sources,
@@ -237,7 +242,9 @@ class Runtime:
             commands=CommandService(operations),
             feed=FeedService(events, operations),
             signals=signals,
-            exports=ExportService(operations, rows, registry),
+            exports=ExportService(
+                operations, rows, registry, escape_formulas=settings.export_escape_formulas
+            ),
             retries=RetryService(
                 registry,
                 operations,
@@ -246,7 +253,6 @@ class Runtime:
                 scheduler,
                 max_retry_attempts=settings.max_retry_attempts,
             ),
-            fixes=FixService(registry, operations, rows),
             undos=UndoService(
                 registry,
                 operations,
@@ -255,6 +261,13 @@ class Runtime:
                 tenant_max_active=settings.tenant_max_active,
             ),
             mappings=mappings,
+            usage=UsageService(operations),
+            fixes=FixService(
+                registry,
+                operations,
+                rows,
+                escape_formulas=settings.export_escape_formulas,
+            ),
             _database=database,
             _dispatcher=None
             if role == "api"
@@ -303,6 +316,7 @@ class Runtime:
                 step_retry_delay=settings.step_retry_delay,
                 storage_retry_timeout=settings.storage_retry_timeout,
                 chunk_rows=settings.chunk_rows,
+                file_limits=file_limits(settings),
             ),
             hub,
             metrics,
@@ -354,3 +368,8 @@ class Runtime:
                 await closing()
         if self._database is not None:
             await self._database.close()
+
+
+def file_limits(settings: Settings) -> FileLimits:
+    """What reading one file may cost, from the settings."""
+    return FileLimits(settings.effective_max_expanded_bytes, settings.max_file_rows)

@@ -14,6 +14,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 # RFC 7518 section 3.2: an HS256 key must be at least as long as the hash output.
 MIN_JWT_SECRET_BYTES = 32
 _POLICY_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+# BULKOPS_MAX_EXPANDED_BYTES unset: this many times the upload limit.
+EXPANSION_FACTOR = 20
 
 
 def _split_commas(value: Any) -> Any:
@@ -374,6 +376,32 @@ class Settings(BaseSettings):
         description="Most Pending, Running or Retrying operations of one tenant (its "
         "tenant, else its creator); a create beyond it is answered 429; unset: no limit.",
     )
+    # Hostile input (docs/explanation/guarantees.md, "Hostile input").
+    export_escape_formulas: bool = Field(
+        default=True,
+        description="CSV exports and templates put a ' before a cell beginning with =, +, -, "
+        "@, a tab or a carriage return (not before a plain number), so a spreadsheet does not "
+        "run it as a formula; bulkops fix removes it again.",
+    )
+    max_expanded_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Bytes a compressed upload may expand to (a gzip file; an XLSX file's "
+        "worksheet and shared strings), counted as decompressed; beyond, validate answers 413 "
+        "and an operation fails before any row runs. Unset: 20 x MAX_UPLOAD_BYTES; 0: "
+        "unlimited.",
+    )
+    tenant_max_rows_per_day: int | None = Field(
+        default=None,
+        ge=1,
+        description="Rows one tenant (its tenant, else its creator) may submit in any 24 hours; "
+        "a create whose file would pass it is answered 429 with Retry-After; unset: no limit.",
+    )
+    max_file_rows: int = Field(
+        default=0,
+        ge=0,
+        description="Data rows one file may hold, refused as MAX_EXPANDED_BYTES is (0: unlimited).",
+    )
 
     @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")
     @classmethod
@@ -482,6 +510,13 @@ class Settings(BaseSettings):
                 "credentials are allowed"
             )
         return self
+
+    @property
+    def effective_max_expanded_bytes(self) -> int:
+        """``max_expanded_bytes``, or 20 x ``max_upload_bytes`` when unset (0: unlimited)."""
+        if self.max_expanded_bytes is not None:
+            return self.max_expanded_bytes
+        return EXPANSION_FACTOR * self.max_upload_bytes
 
     def poll_interval_for(self, role: str) -> float | None:
         """The effective Pending poll interval: explicit setting, else the role's default."""

@@ -4,9 +4,18 @@ these same classes, so a status read by the client is the server's enum member."
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
+from typing import Any
 
-__all__ = ["TERMINAL_STATUSES", "ErrorType", "OperationStatus", "RowState"]
+__all__ = [
+    "TERMINAL_STATUSES",
+    "ErrorType",
+    "OperationStatus",
+    "RowState",
+    "escape_formula",
+    "unescape_formula",
+]
 
 
 class OperationStatus(StrEnum):
@@ -77,3 +86,38 @@ class ErrorType(StrEnum):
         """Match an error type name case-insensitively; None when unknown."""
         folded = text.strip().casefold()
         return next((s for s in cls if s.value.casefold() == folded), None)
+
+
+# --- spreadsheet-safe CSV cells --------------------------------------------------------
+# OWASP's CSV-injection advice: a spreadsheet runs a cell that begins with one of these as
+# a formula, so a CSV the service writes puts a ``'`` before such a cell. A plain number
+# (``-3``, ``+1.5``) is left alone: it is a value, not a formula.
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _is_formula(text: str) -> bool:
+    """True when a spreadsheet could read ``text`` as a formula, or when it already is an
+    escaped cell (``'`` before such text): escaping that too keeps the escape reversible,
+    so ``unescape_formula(escape_formula(x)) == x`` for every text."""
+    while text.startswith("'"):
+        text = text[1:]
+        if not text.startswith(("'", *FORMULA_TRIGGERS)):
+            return False
+    return text.startswith(FORMULA_TRIGGERS) and _NUMBER.fullmatch(text) is None
+
+
+def escape_formula(value: Any) -> Any:
+    """A CSV cell safe to open in a spreadsheet: text a spreadsheet would run as a formula
+    gets a leading ``'``; anything else (other text, numbers, null) is returned as is."""
+    if isinstance(value, str) and _is_formula(value):
+        return "'" + value
+    return value
+
+
+def unescape_formula(value: Any) -> Any:
+    """The cell ``escape_formula`` was given: its leading ``'`` removed when it added one;
+    anything else is returned as is."""
+    if isinstance(value, str) and value.startswith("'") and _is_formula(value[1:]):
+        return value[1:]
+    return value

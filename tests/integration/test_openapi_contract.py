@@ -41,6 +41,7 @@ OPERATION_IDS = {  # DECISIONS.md, HTTP contract, plus the two health checks and
     "getOperationMapping",
     "saveOperationMapping",
     "deleteOperationMapping",
+    "getUsage",  # the fourth wave: each tenant's use by day
 }
 
 

@@ -25,6 +25,7 @@ from bulkops.api.routes import (
     retry,
     signals,
     undo,
+    usage,
 )
 from bulkops.api.routes import mappings as saved_mappings
 from bulkops.api.routes import metrics as metrics_routes
@@ -127,6 +128,7 @@ def create_app(
         signals,
         events,
         caller,
+        usage,
         health,
     )
     for routes in (*routes_in_order, metrics_routes):

@@ -36,6 +36,8 @@ from bulkops.client.models import (
     SignalResult,
     StatusView,
     UndoPreview,
+    Usage,
+    UsageDay,
     ValidationResult,
 )
 from bulkops.client.sync_client import Client
@@ -62,5 +64,7 @@ __all__ = [
     "SignalResult",
     "StatusView",
     "UndoPreview",
+    "Usage",
+    "UsageDay",
     "ValidationResult",
 ]

@@ -29,6 +29,7 @@ from bulkops.client.models import (
     SignalResult,
     StatusView,
     UndoPreview,
+    Usage,
     ValidationResult,
 )
 from bulkops.client.uploads import FileInput, FilePart, Metadata, form_fields, metadata_json
@@ -388,6 +389,12 @@ class AsyncClient(HttpSession):
         params = query(since=since, limit=limit)
         body = await self._json("GET", f"/api/bulks/{id}/events", params=params)
         return _EVENTS.validate_python(body)
+
+    async def get_usage(self, *, tenant: str | None = None) -> Usage:
+        """Each tenant's use by UTC day over the last 30 days: operations created, rows
+        submitted and processed, bytes stored (operate access; a caller with a tenant gets
+        its own; ``tenant``: only that one's)."""
+        return await self._model(Usage, "GET", "/api/usage", params=query(tenant=tenant))
 
     async def get_liveness(self) -> Health:
         """The process is up."""

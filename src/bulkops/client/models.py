@@ -6,7 +6,7 @@ fields an older server does not send yet take their defaults.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
@@ -244,3 +244,21 @@ class SavedMapping(Model):
 
     name: str
     column_map: dict[str, str]
+
+
+class UsageDay(Model):
+    """One tenant's use on one UTC day (``GET /api/usage``)."""
+
+    tenant: str | None = None
+    day: date
+    operations_created: int
+    rows_submitted: int
+    rows_processed: int
+    bytes_stored: int
+
+
+class Usage(Model):
+    """Use by tenant and day over the last ``days`` days, newest day first."""
+
+    days: int
+    items: list[UsageDay]

@@ -31,6 +31,7 @@ from bulkops.client.models import (
     SignalResult,
     StatusView,
     UndoPreview,
+    Usage,
     ValidationResult,
 )
 from bulkops.client.uploads import FileInput, Metadata
@@ -222,6 +223,10 @@ class Client:
     def get_bulk_events(self, id: UUID | str, **options: Any) -> list[Event]:
         """See ``AsyncClient.get_bulk_events``."""
         return self._run(self._async.get_bulk_events(id, **options))
+
+    def get_usage(self, *, tenant: str | None = None) -> Usage:
+        """See ``AsyncClient.get_usage``."""
+        return self._run(self._async.get_usage(tenant=tenant))
 
     def get_liveness(self) -> Health:
         """See ``AsyncClient.get_liveness``."""

@@ -8,7 +8,13 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from bulkops.dashboard.assets import STATIC_DIR, Page, collect_assets, render_page
 
 # The page's URLs: everything else under /dashboard is a 404, not a blank page.
-PAGE_PATHS = ("/dashboard", "/dashboard/", "/dashboard/new", "/dashboard/events")
+PAGE_PATHS = (
+    "/dashboard",
+    "/dashboard/",
+    "/dashboard/new",
+    "/dashboard/events",
+    "/dashboard/usage",
+)
 OPERATION_PAGE_PATH = "/dashboard/bulks/{id}"
 
 # Browsers revalidate (cheap with the ETag) so an upgraded service never runs stale scripts.

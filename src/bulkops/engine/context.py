@@ -12,6 +12,7 @@ from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.signals import SignalHub
 from bulkops.engine.writer import RowWriter
+from bulkops.formats import FileLimits
 from bulkops.observability.metrics import Metrics
 from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
@@ -42,6 +43,8 @@ class ProcessorConfig:
     step_retry_delay: float = 1.0
     storage_retry_timeout: float = 120.0
     chunk_rows: int = 0  # split operations with more rows than this (0: never)
+    # What counting a file's rows may cost (expanded bytes, rows): beyond, it fails.
+    file_limits: FileLimits = field(default_factory=FileLimits)
 
 
 @dataclass(frozen=True, slots=True)

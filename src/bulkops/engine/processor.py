@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
@@ -98,8 +99,14 @@ class OperationRun(Run):
                 helpers.warm()  # starts while the rows are counted
             sheet = self.record.sheet
             chunk_rows = self._config.chunk_rows
+            limits = self._config.file_limits  # a bomb fails here, before any row runs
             counted = await asyncio.to_thread(
-                count_chunks, path, fmt, chunk_rows or 2**31, delimiter, sheet
+                partial(count_chunks, limits=limits),
+                path,
+                fmt,
+                chunk_rows or 2**31,
+                delimiter,
+                sheet,
             )
             if len(counted.chunks) > 1:  # more rows than chunk_rows: split at once
                 await self._split(cut(counted.chunks, 1, counted.total, 1), counted.total)

@@ -192,7 +192,7 @@ class RowRecorder:
         if isinstance(outcome, BaseException):
             self.failed(outcome)
             return
-        if outcome is not None:
+        if outcome is not None and not outcome.is_terminal:  # final: nothing was written
             delta = taken.write.delta
             self.failed_written += delta.failed
             self._writer.rows_done(self._operation.operation_name, delta)

@@ -20,11 +20,13 @@ from bulkops.formats.base import FileFormat, RawRow, detect_format
 from bulkops.formats.csvfile import chunk_csv, count_csv, read_csv, read_csv_header
 from bulkops.formats.jsonarray import count_json, read_json
 from bulkops.formats.jsonlines import chunk_jsonl, count_jsonl, read_jsonl
+from bulkops.formats.limits import FileLimits, applied, check_rows
 from bulkops.formats.xlsx import chunk_xlsx, count_xlsx, read_xlsx, read_xlsx_header
 
 __all__ = [
     "ChunkStart",
     "FileFormat",
+    "FileLimits",
     "RawRow",
     "RowCount",
     "count_chunks",
@@ -147,7 +149,12 @@ def _range(
 
 
 def count_rows(
-    path: Path, fmt: FileFormat, delimiter: str | None = None, sheet: str | None = None
+    path: Path,
+    fmt: FileFormat,
+    delimiter: str | None = None,
+    sheet: str | None = None,
+    *,
+    limits: FileLimits | None = None,
 ) -> int:
     """Count the data rows ``read_rows`` would yield, streaming the file.
 
@@ -155,9 +162,16 @@ def count_rows(
     array is parsed in full, so a malformed document fails here, before processing.
 
     Raises:
-        FileFormatError: The file cannot be read as a whole.
+        FileFormatError: The file cannot be read as a whole, or it passes ``limits``
+            (``ExpandedTooLarge``, ``TooManyRows``).
     """
-    fmt = FileFormat(fmt)
+    with applied(limits):
+        total = _count_rows(path, FileFormat(fmt), delimiter, sheet)
+        check_rows(total)
+    return total
+
+
+def _count_rows(path: Path, fmt: FileFormat, delimiter: str | None, sheet: str | None) -> int:
     if fmt is FileFormat.CSV:
         return count_csv(path, delimiter)
     if fmt is FileFormat.JSON:
@@ -190,6 +204,8 @@ def count_chunks(
     chunk_rows: int,
     delimiter: str | None = None,
     sheet: str | None = None,
+    *,
+    limits: FileLimits | None = None,
 ) -> RowCount:
     """Count the data rows as ``count_rows`` does and find where every ``chunk_rows`` rows
     a chunk begins: its first row and that row's byte offset, so a reader can seek there.
@@ -198,9 +214,18 @@ def count_chunks(
     ends) is one chunk: reading every chunk from the start would cost more than it saves.
 
     Raises:
-        FileFormatError: The file cannot be read as a whole.
+        FileFormatError: The file cannot be read as a whole, or it passes ``limits``
+            (``ExpandedTooLarge``, ``TooManyRows``).
     """
-    fmt = FileFormat(fmt)
+    with applied(limits):
+        counted = _count_chunks(path, FileFormat(fmt), chunk_rows, delimiter, sheet)
+        check_rows(counted.total)
+    return counted
+
+
+def _count_chunks(
+    path: Path, fmt: FileFormat, chunk_rows: int, delimiter: str | None, sheet: str | None
+) -> RowCount:
     size = max(chunk_rows, 0)
     if fmt is FileFormat.CSV:
         total, found = chunk_csv(path, size, delimiter)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from bulkops.errors import FileFormatError
+from bulkops.formats.limits import Meter
 
 # Keys used in ``RawRow.raw`` for content that has no column name of its own. They start
 # with an underscore so they cannot be mistaken for a model column.
@@ -186,7 +187,8 @@ def open_file(path: Path) -> BinaryIO:
 
     Offsets (``tell``, ``seek``) are then positions in the decompressed bytes; a seek
     forward decompresses what it passes, a seek back starts again from the top. A corrupt
-    stream raises ``FileFormatError`` where it is met.
+    stream raises ``FileFormatError`` where it is met, and one that expands beyond the
+    limits in force (``formats.limits``) ``ExpandedTooLarge``.
     """
     fh = path.open("rb")
     try:
@@ -197,7 +199,7 @@ def open_file(path: Path) -> BinaryIO:
         fh.close()
         raise
     fh.close()
-    return cast(BinaryIO, _Gunzip(path, "rb"))
+    return cast(BinaryIO, Meter().metered(cast(BinaryIO, _Gunzip(path, "rb"))))
 
 
 def _fold(name: str) -> str:

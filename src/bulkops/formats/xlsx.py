@@ -45,6 +45,7 @@ from openpyxl.xml.constants import SHARED_STRINGS, SHEET_MAIN_NS
 
 from bulkops.errors import FileFormatError
 from bulkops.formats.base import GZIP_MAGIC, RawRow, column_positions
+from bulkops.formats.limits import Meter
 
 __all__ = [
     "UnknownSheet",
@@ -139,19 +140,20 @@ def _broken(detail: object) -> FileFormatError:
 _last_strings: tuple[tuple[str, int, int], list[str]] | None = None
 
 
-def _shared_strings(reader: Any, key: tuple[str, int, int]) -> list[str]:
+def _shared_strings(reader: Any, key: tuple[str, int, int], meter: Meter) -> list[str]:
     """The workbook's shared strings table (each ``si`` element's text, as openpyxl reads
-    it), its parse tree dropped as it goes; ``key`` names the file (path, size, mtime)."""
+    it), its parse tree dropped as it goes; ``key`` names the file (path, size, mtime).
+    The table's XML counts toward the workbook's expanded bytes (``meter``)."""
     global _last_strings
     last = _last_strings
-    if last is not None and last[0] == key:
+    if last is not None and last[0] == key and not meter.limit:
         return last[1]
     part = reader.package.find(SHARED_STRINGS)
     if part is None:
         return []
     strings: list[str] = []
     root: Element | None = None
-    with reader.archive.open(part.PartName[1:]) as source:
+    with meter.metered(reader.archive.open(part.PartName[1:])) as source:
         for event, node in iterparse(source, events=("start", "end")):
             if root is None:
                 root = node
@@ -172,7 +174,9 @@ class _Book:
         reader.read_workbook()
         apply_stylesheet(reader.archive, reader.wb)
         self.archive: zipfile.ZipFile = reader.archive
-        self.strings = _shared_strings(reader, key)
+        # The worksheet and shared strings as decompressed, against the limits in force.
+        self.meter = Meter()
+        self.strings = _shared_strings(reader, key, self.meter)
         self.epoch: datetime = reader.wb.epoch
         self.date_styles: frozenset[int] = frozenset(reader.wb._date_formats)
         self.duration_styles: frozenset[int] = frozenset(reader.wb._timedelta_formats)
@@ -386,8 +390,8 @@ class _Sheet:
         self._dates: dict[tuple[str, str], str] = {}
 
     def open(self) -> IO[bytes]:
-        """The worksheet's XML, decompressed as it is read."""
-        return self._book.archive.open(self._part)
+        """The worksheet's XML, decompressed as it is read (and metered)."""
+        return self._book.meter.metered(self._book.archive.open(self._part))
 
     def blocks(self, offset: int = -1) -> tuple[bytes, Blocks]:
         """The worksheet's root start tag, and its row blocks (see ``_blocks``) from the

@@ -10,6 +10,7 @@ from bulkops.definition.registry import Registry
 from bulkops.errors import BadRequest, NotFound
 from bulkops.formats.base import XLSX_MEDIA_TYPE
 from bulkops.formats.workbook import header_workbook
+from bulkops.wire import escape_formula
 
 CSV_MEDIA_TYPE = "text/csv; charset=utf-8"
 
@@ -17,8 +18,10 @@ CSV_MEDIA_TYPE = "text/csv; charset=utf-8"
 class CatalogService:
     """What operations exist and what input they take."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, *, escape_formulas: bool = True) -> None:
         self._registry = registry
+        # Template headers are cells like any other (``bulkops.wire.escape_formula``).
+        self._escape = escape_formulas
 
     def operations(self) -> list[OperationDefinition]:
         """Every registered operation, by name."""
@@ -35,7 +38,8 @@ class CatalogService:
         """A CSV holding the header row of the operation's file columns, and its file name."""
         definition = self.get(name)
         buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\r\n").writerow(definition.columns)
+        header = [escape_formula(c) for c in definition.columns] if self._escape else None
+        csv.writer(buffer, lineterminator="\r\n").writerow(header or definition.columns)
         return buffer.getvalue(), f"{definition.name}-template.csv"
 
     def template_file(self, name: str, file_format: str | None = None) -> tuple[bytes, str, str]:

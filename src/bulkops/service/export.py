@@ -26,6 +26,7 @@ from bulkops.formats.workbook import WorkbookStream
 from bulkops.storage.ports import OperationStore, RowStore
 from bulkops.storage.records import ReportValues, RowRecord
 from bulkops.storage.states import ErrorType, RowState
+from bulkops.wire import escape_formula
 
 # Row records fetched per storage round trip, and rows scanned between two chunks (a
 # report's rows come in batches of as many).
@@ -145,10 +146,20 @@ class RowFilter:
 class ExportService:
     """Streams the row records of an operation as a report or as re-uploadable data."""
 
-    def __init__(self, operations: OperationStore, rows: RowStore, registry: Registry) -> None:
+    def __init__(
+        self,
+        operations: OperationStore,
+        rows: RowStore,
+        registry: Registry,
+        *,
+        escape_formulas: bool = True,
+    ) -> None:
         self._operations = operations
         self._rows = rows
         self._registry = registry
+        # CSV cells a spreadsheet would run as formulas get a leading ``'``
+        # (``bulkops.wire.escape_formula``); XLSX cells are text, never formulas.
+        self._escape = escape_formulas
 
     async def export(
         self,
@@ -189,7 +200,9 @@ class ExportService:
         if export_mode is ExportMode.REPORT:
             # Fixed rows are few (one PATCH each): their numbers are read once, up front.
             fixed = frozenset(await self._rows.fixes(operation_id))
-            chunks = self._report(operation_id, keep, _report_encoder(export_format, fixed))
+            chunks = self._report(
+                operation_id, keep, _report_encoder(export_format, fixed, self._escape)
+            )
         else:
             definition = self._registry.get(record.operation_name)
             if definition is None or not definition.track_row_data:
@@ -198,7 +211,7 @@ class ExportService:
                     f"operation '{record.operation_name}' does not keep row data"
                 )
             fixed = frozenset(await self._rows.fixes(operation_id))
-            encoder = _data_encoder(export_format, definition.columns, fixed)
+            encoder = _data_encoder(export_format, definition.columns, fixed, self._escape)
             chunks = self._data(operation_id, keep, encoder)
         return Export(
             file_name=f"operation-{record.id}-{export_mode.value}.{export_format.value}",
@@ -369,13 +382,15 @@ class _Encoder(Protocol[T_contra]):
 
 
 class _CsvBuffer:
-    def __init__(self) -> None:
+    def __init__(self, escape: bool = True) -> None:
         self._buffer = io.StringIO()
         # The default dialect: comma, minimal quoting, CRLF line ends (as the template).
         self._writer = csv.writer(self._buffer)
+        self._escape = escape
 
     def writerow(self, cells: Sequence[Any]) -> None:
-        self._writer.writerow(cells)
+        # Every cell, header included: a spreadsheet runs a formula wherever it is.
+        self._writer.writerow([escape_formula(c) for c in cells] if self._escape else cells)
 
     def take(self) -> str | bytes:
         text = self._buffer.getvalue()
@@ -385,8 +400,8 @@ class _CsvBuffer:
 
 
 class _ReportCsv(_CsvBuffer):
-    def __init__(self, fixed: frozenset[int] = frozenset()) -> None:
-        super().__init__()
+    def __init__(self, fixed: frozenset[int] = frozenset(), escape: bool = True) -> None:
+        super().__init__(escape)
         self._stamp = timestamp_text()
         self._fixed = fixed
         # The fixed flag is a column only when some row was fixed: others keep their header.
@@ -420,8 +435,10 @@ class _DataCsv(_CsvBuffer):
     use JSON to see its raw text.
     """
 
-    def __init__(self, columns: Sequence[str], fixed: frozenset[int] = frozenset()) -> None:
-        super().__init__()
+    def __init__(
+        self, columns: Sequence[str], fixed: frozenset[int] = frozenset(), escape: bool = True
+    ) -> None:
+        super().__init__(escape)
         self._columns = tuple(columns)
         self._fixed = fixed
         # The fixed flag is a column only when some row was fixed: others keep their header.
@@ -534,24 +551,27 @@ class _DataXlsx(_XlsxRows, _DataCsv):
 
 
 def _report_encoder(
-    file_format: ExportFormat, fixed: frozenset[int] = frozenset()
+    file_format: ExportFormat, fixed: frozenset[int] = frozenset(), escape: bool = True
 ) -> _Encoder[ReportValues]:
     if file_format is ExportFormat.XLSX:
         return _ReportXlsx(fixed)
     if file_format is ExportFormat.CSV:
-        return _ReportCsv(fixed)
+        return _ReportCsv(fixed, escape)
     if file_format is ExportFormat.JSON:
         return _JsonArray(_report_items(fixed))
     return _JsonLines(_report_items(fixed))
 
 
 def _data_encoder(
-    file_format: ExportFormat, columns: Sequence[str], fixed: frozenset[int] = frozenset()
+    file_format: ExportFormat,
+    columns: Sequence[str],
+    fixed: frozenset[int] = frozenset(),
+    escape: bool = True,
 ) -> _Encoder[RowRecord]:
     if file_format is ExportFormat.XLSX:
         return _DataXlsx(columns, fixed)
     if file_format is ExportFormat.CSV:
-        return _DataCsv(columns, fixed)
+        return _DataCsv(columns, fixed, escape)
     if file_format is ExportFormat.JSON:
         return _JsonArray(_data_items(fixed))
     return _JsonLines(_data_items(fixed))

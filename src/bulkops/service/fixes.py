@@ -23,6 +23,7 @@ from bulkops.service.export import DATA_COLUMNS, FIXED_COLUMN
 from bulkops.storage.ports import OperationStore, RowStore
 from bulkops.storage.records import OperationRecord, RowRecord
 from bulkops.storage.states import RowState
+from bulkops.wire import unescape_formula
 
 INVALID_DATA = "The row's new data is invalid; nothing was changed"
 _RAW_KEYS = frozenset({RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY})
@@ -34,10 +35,20 @@ EXPORT_COLUMNS = frozenset({*DATA_COLUMNS, FIXED_COLUMN})
 class FixService:
     """``PATCH /api/bulks/{id}/rows/{rowNumber}``: replace a failed row's data."""
 
-    def __init__(self, registry: Registry, operations: OperationStore, rows: RowStore) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        operations: OperationStore,
+        rows: RowStore,
+        *,
+        escape_formulas: bool = True,
+    ) -> None:
         self._registry = registry
         self._operations = operations
         self._rows = rows
+        # A row of a CSV data export carries the ``'`` the export put before formula-like
+        # cells; sent back as a fix, that ``'`` goes again (when the exports add it).
+        self._unescape = escape_formulas
 
     async def fix(self, operation_id: UUID, row_number: int, row_data: dict[str, Any]) -> RowRecord:
         """Validate ``row_data`` (the row's file columns by their file names, the whole row)
@@ -57,7 +68,7 @@ class FixService:
         if record is None:
             raise NotFound(f"Operation {operation_id} not found")
         definition = self._definition(record)
-        row_data = {k: v for k, v in row_data.items() if k not in EXPORT_COLUMNS}
+        row_data = _own_columns(row_data, unescape=self._unescape)
         row = await self._rows.get_row(operation_id, row_number)
         if row is None:
             raise NotFound(f"Row {row_number} of operation {operation_id} not found")
@@ -125,6 +136,21 @@ class FixService:
         finally:
             row_frame.reset(token)
         return []
+
+
+def _own_columns(row_data: dict[str, Any], *, unescape: bool) -> dict[str, Any]:
+    """The row's file columns: a row of a data export (it has an outcome column such as
+    ``_rowNumber``) loses those columns and, with ``unescape``, the ``'`` the CSV export
+    put before formula-like cells, so the export sent back changes nothing."""
+    if not any(key in EXPORT_COLUMNS for key in row_data):
+        return row_data
+    if not unescape:
+        return {k: v for k, v in row_data.items() if k not in EXPORT_COLUMNS}
+    return {
+        unescape_formula(k): unescape_formula(v)
+        for k, v in row_data.items()
+        if k not in EXPORT_COLUMNS
+    }
 
 
 def _row_id(row: Row) -> str | None:

@@ -11,7 +11,8 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,9 @@ from bulkops.errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
-from bulkops.formats import FileFormat, detect_format
+from bulkops.formats import FileFormat, FileLimits, count_rows, detect_format
 from bulkops.formats.base import GZIP_MAGIC, corrupt_gzip_message, is_compressed
+from bulkops.formats.limits import ExpandedTooLarge, TooManyRows
 from bulkops.formats.xlsx import UnknownSheet, check_sheet
 from bulkops.service.columns import parse_column_map
 from bulkops.service.duplicates import FileHash, find_duplicate
@@ -44,6 +46,7 @@ from bulkops.service.ports import WorkQueue
 from bulkops.service.preflight import check_file
 from bulkops.service.priority import parse_priority
 from bulkops.service.saved_mappings import MappingLookup
+from bulkops.service.usage import RowsPerDay
 from bulkops.sources.base import SourceOpener
 from bulkops.storage.lifecycle import created_event
 from bulkops.storage.ports import FileStore, OperationStore
@@ -138,9 +141,15 @@ class SubmissionService:
         tenant_max_active: int | None = None,
         mappings: MappingLookup | None = None,
         sources: SourceOpener | None = None,
+        file_limits: FileLimits | None = None,
+        tenant_max_rows_per_day: int | None = None,
     ) -> None:
         self._mappings = mappings
         self._sources = sources
+        self._file_limits = file_limits or FileLimits()
+        self._rows_per_day = (
+            RowsPerDay(tenant_max_rows_per_day) if tenant_max_rows_per_day else None
+        )
         self._channels = channels
         self._active_limit = ActiveLimit(tenant_max_active) if tenant_max_active else None
         self._registry = registry
@@ -331,6 +340,15 @@ class SubmissionService:
         if rejecting and content.file_sha256 is not None:
             await self._refuse_duplicate(content, stored, tenant)
         now = utcnow()
+        total_rows = 0
+        if self._rows_per_day is not None:
+            try:
+                total_rows = await self._rows_within_quota(
+                    content, stored, file_format, chosen, tenant, created_by, now
+                )
+            except BaseException:
+                await self._discard(content, stored)
+                raise
         record = OperationRecord(
             id=uuid.uuid4(),
             operation_name=definition.name,
@@ -352,6 +370,7 @@ class SubmissionService:
             sheet=chosen,
             priority=rank,
             file_sha256=content.file_sha256,
+            total_rows=total_rows,
         )
         claim = None
         if key is not None:
@@ -479,6 +498,39 @@ class SubmissionService:
             raise NotFound(f"Source operation {operation_id} not found")
         return source
 
+    async def _rows_within_quota(
+        self,
+        content: _Content,
+        stored: StoredFile,
+        file_format: str,
+        sheet: str | None,
+        tenant: str | None,
+        created_by: str | None,
+        now: datetime,
+    ) -> int:
+        """The rows of the stored file, counted (0 when it cannot be read: its operation
+        fails then), once the tenant's quota of rows per day is known to hold them.
+
+        Raises:
+            TooManyRequests: they would take the tenant past its quota.
+        """
+        assert self._rows_per_day is not None
+        delimiter = content.definition.controls.csv_delimiter
+        try:
+            async with self._files.local_path(stored.file_id) as path:
+                rows = await asyncio.to_thread(
+                    partial(count_rows, limits=self._file_limits),
+                    path,
+                    FileFormat(file_format),
+                    delimiter,
+                    sheet,
+                )
+        except FileFormatError:
+            rows = 0
+        creator = (created_by or "").strip() or ANONYMOUS
+        await self._rows_per_day.check(self._operations, tenant, creator, rows, now)
+        return rows
+
     def _limit_refusal(self, record: OperationRecord, reached: LimitReached) -> TooManyRequests:
         most = self._active_limit.most if self._active_limit else reached.active
         owner = (
@@ -570,6 +622,7 @@ class SubmissionService:
         if not result.file_errors:  # a misfit column map makes the file's check moot
             digest = FileHash()
             async with self._spooled(digest.through(self._stream(checked_upload))) as path:
+                await self._within_limits(path, fmt, definition, sheet)
                 checked = await check_file(
                     definition,
                     path,
@@ -653,6 +706,28 @@ class SubmissionService:
         async with self._sources.open(url.strip(), self._max_upload_bytes) as fetched:
             yield Upload(fetched.file_name, fetched.content_type, fetched.chunks)
 
+    async def _within_limits(
+        self, path: Path, fmt: FileFormat, definition: OperationDefinition, sheet: str | None
+    ) -> None:
+        """Refuse a file that expands beyond the expanded-size limit or holds more rows
+        than the rows limit (counted in full, decompressing at most up to the limit), as
+        its operation would fail while its rows are counted.
+
+        Raises:
+            PayloadTooLarge: naming the limit (``limit``).
+        """
+        limits = self._file_limits
+        compressed = fmt is FileFormat.XLSX or await asyncio.to_thread(_gzipped, path)
+        if not limits.rows and not (compressed and limits.expanded_bytes):
+            return
+        delimiter = definition.controls.csv_delimiter
+        try:
+            await asyncio.to_thread(partial(count_rows, limits=limits), path, fmt, delimiter, sheet)
+        except (ExpandedTooLarge, TooManyRows) as exc:
+            raise PayloadTooLarge(str(exc), limit=exc.limit) from None
+        except FileFormatError:
+            pass  # the file's check tells what is wrong with it
+
     @contextlib.asynccontextmanager
     async def _spooled(self, chunks: AsyncIterable[bytes]) -> AsyncIterator[Path]:
         handle, name = tempfile.mkstemp(prefix="bulkops-validate-")
@@ -664,6 +739,11 @@ class SubmissionService:
             yield path
         finally:
             path.unlink(missing_ok=True)
+
+
+def _gzipped(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC
 
 
 async def _gzip_only(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:

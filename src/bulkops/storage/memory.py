@@ -300,7 +300,7 @@ class MemoryStore:
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
         """Record how many data rows the file holds (unknown ids are ignored)."""
         record = self._operations.get(operation_id)
-        if record is not None:
+        if record is not None and not record.status.is_terminal:
             self._operations[operation_id] = replace(record, total_rows=total_rows)
 
     async def heartbeat(self, operation_ids: Sequence[UUID], worker_id: str, now: datetime) -> None:
@@ -339,7 +339,11 @@ class MemoryStore:
     def _save_one(self, write: RowWrite) -> OperationStatus | None:
         operation_id = write.operation_id
         record = self._operations.get(operation_id)
-        if record is None or not self._holds(record, write.fence):
+        if record is None:
+            return None
+        if record.status.is_terminal:  # final means final, until a retry's new round
+            return record.status
+        if not self._holds(record, write.fence):
             return None
         stored, order = self._rows[operation_id], self._order[operation_id]
         plain = (
@@ -663,6 +667,9 @@ class MemoryStore:
         self, operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
     ) -> RowRecord | None:
         """End a wait when the row still waits with that key; None otherwise."""
+        record = self._operations.get(operation_id)
+        if record is not None and record.status.is_terminal:
+            return None  # final means final: its waiting rows wait on
         stored = self._rows.get(operation_id, {})
         row = stored.get(row_number)
         if (

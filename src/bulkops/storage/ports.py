@@ -125,7 +125,7 @@ class OperationStore(Protocol):
         cost of the failed rows alone."""
 
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
-        """Record how many data rows the file holds."""
+        """Record how many data rows the file holds (ignored once its status is final)."""
 
     async def heartbeat(self, operation_ids: Sequence[UUID], worker_id: str, now: datetime) -> None:
         """Renew ``heartbeat_at`` of the held operations this worker holds."""
@@ -256,12 +256,19 @@ class RowStore(Protocol):
         it): a worker that lost it (another resumed it) writes nothing. Returns the
         operation's status after the write, so a worker notices a cancellation at every
         flush; None when nothing was written (unknown operation, or not held).
+
+        Final means final: an operation whose status is final (Completed,
+        CompletedWithErrors, Failed, Cancelled) takes nothing (no row, counter or event)
+        until a retry starts a new round; the write returns that final status, checked in
+        the transaction that would have written, so rows finishing while a cancel takes
+        effect are stored before the Cancelled status or not at all.
         """
 
     async def save_many(self, writes: Sequence[RowWrite]) -> list[OperationStatus | None]:
         """Every write as ``save`` does it, all in one transaction, each fenced on its own:
         a write whose fence is lost (or whose operation is unknown) writes nothing and gets
-        None, and the others are written. Returns one status per write, in their order.
+        None, one whose operation's status is final writes nothing and gets that status,
+        and the others are written. Returns one status per write, in their order.
         Several writes may name one operation (chunks of it). Raises ValueError, writing
         nothing, when a write holds a row of another operation.
         """

@@ -18,12 +18,16 @@ OPENAPI_URL = "/openapi/v1.json"
 OPEN_EXACT = frozenset({"/", OPENAPI_URL})
 OPEN_TREES = ("/health", "/docs", "/dashboard")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Reads that need operate access all the same: every tenant's use is an operator's matter.
+OPERATE_READS = frozenset({"/api/usage"})
 
 
 def required_access(method: str, path: str) -> Access | None:
     """What a request needs: None for open paths, READ for safe methods, else OPERATE."""
     if path in OPEN_EXACT or any(path == t or path.startswith(t + "/") for t in OPEN_TREES):
         return None
+    if path in OPERATE_READS:
+        return Access.OPERATE
     return Access.READ if method.upper() in SAFE_METHODS else Access.OPERATE
 
 

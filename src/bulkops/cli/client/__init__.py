@@ -34,6 +34,7 @@ from bulkops.cli.client.events import events
 from bulkops.cli.client.fix import fix
 from bulkops.cli.client.mappings import mapping_delete, mapping_save, mappings
 from bulkops.cli.client.undo import undo
+from bulkops.cli.client.usage import usage
 
 __all__ = ["PruneEvents", "register"]
 
@@ -67,6 +68,7 @@ def register(app: typer.Typer, *, prune_events: PruneEvents | None = None) -> No
         mappings,
         mapping_save,
         mapping_delete,
+        usage,
     ):
         name = "list" if command is list_operations else command.__name__.replace("_", "-")
         app.command(name)(command)

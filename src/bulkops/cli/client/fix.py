@@ -35,6 +35,7 @@ from bulkops.client.errors import ApiError
 from bulkops.client.http import DEFAULT_URL
 from bulkops.client.models import RetryResult
 from bulkops.client.sync_client import Client
+from bulkops.wire import unescape_formula
 
 ROW_NUMBER = "_rowNumber"
 STATE = "_state"
@@ -195,8 +196,11 @@ def _fixes(path: Path, rows: Iterator[dict[str, Any]]) -> Iterator[Fix]:
 
 
 def _csv_rows(path: Path) -> Iterator[dict[str, Any]]:
+    # A CSV export puts a ``'`` before cells a spreadsheet would run as formulas (see
+    # ``bulkops.wire.escape_formula``); removed here, the round trip changes nothing.
     with path.open(newline="", encoding="utf-8-sig") as fh:
-        yield from csv.DictReader(fh)
+        for row in csv.DictReader(fh):
+            yield {unescape_formula(k): unescape_formula(v) for k, v in row.items()}
 
 
 def _json_rows(path: Path) -> Iterator[dict[str, Any]]:

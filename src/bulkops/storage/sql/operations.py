@@ -291,8 +291,13 @@ class OperationMethods(SqlBase):
             return int((await conn.execute(stmt)).scalar_one())
 
     async def set_total_rows(self, operation_id: UUID, total_rows: int) -> None:
-        """Record how many data rows the file holds."""
-        stmt = update(operations).where(_o.id == operation_id).values(total_rows=total_rows)
+        """Record how many data rows the file holds (not once its status is final)."""
+        final = [status.value for status in TERMINAL_STATUSES]
+        stmt = (
+            update(operations)
+            .where(_o.id == operation_id, _o.status.not_in(final))
+            .values(total_rows=total_rows)
+        )
         async with self._db.write() as conn:
             await conn.execute(stmt)
 

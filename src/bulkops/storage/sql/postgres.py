@@ -50,7 +50,7 @@ from bulkops.storage.sql.codec import (
 from bulkops.storage.sql.dialect import S, Transactions
 from bulkops.storage.sql.schema import NOT_COMPLETED, operations
 from bulkops.storage.sql.schema import events as events_table
-from bulkops.storage.states import ChunkState, OperationStatus, RowState
+from bulkops.storage.states import TERMINAL_STATUSES, ChunkState, OperationStatus, RowState
 
 STAGED = "bulkops_staging"  # connection info key: the COPY staging table exists
 # Key of the advisory lock that orders appends to the event feed (the bytes of "bkevents").
@@ -59,11 +59,17 @@ _APPEND_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 _KEY_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:key))")
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
 _REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
+# Final means final: an operation whose status is final takes no rows, counters or events
+# until a retry starts a new round. The update locks the operation row (a cancel waits for
+# the commit) and sees its latest status.
+_FINAL = [status.value for status in TERMINAL_STATUSES]
 _ADD_COUNTERS = (
     "UPDATE operations SET processed_rows = processed_rows + %s, "
     "successful_rows = successful_rows + %s, error_count = error_count + %s "
-    "WHERE id = %s RETURNING status"
+    "WHERE id = %s AND status <> ALL(%s) RETURNING status"
 )
+_STATUS_SHARED = "SELECT status FROM operations WHERE id = %s FOR SHARE"
+_FINAL_STATUS = "SELECT id, status FROM operations WHERE id = ANY(%s) AND status = ANY(%s)"
 _WAITING = RowState.WAITING_FOR_COMPLETION.value
 _ADD_STEP = (
     "INSERT INTO completed_steps (operation_id, step_name) VALUES (%s, %s) ON CONFLICT DO NOTHING"
@@ -170,7 +176,13 @@ def _encode(place: int, write: SplitWrite) -> _Encoded:
     ranges = postgres_spans(operation_id, rows.spans)
     copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
     add_counters = _ADD_COUNTERS
-    counters: tuple[object, ...] = (delta.processed, delta.successful, delta.failed, operation_id)
+    counters: tuple[object, ...] = (
+        delta.processed,
+        delta.successful,
+        delta.failed,
+        operation_id,
+        _FINAL,
+    )
     if fence is not None and fence.chunk is None:
         add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
         counters += (fence.worker_id,)
@@ -202,10 +214,12 @@ async def _fence_all(driver: Any, encoded: list[_Encoded]) -> dict[int, Operatio
             added.append((each, counters, chunk))
     statuses: dict[int, OperationStatus] = {}
     taken_back = []
+    missed: list[_Encoded] = []
     for each, counters, chunk in added:
         found = await counters.fetchone()
         if found is None:
-            continue  # unknown operation, or its fence does not hold
+            missed.append(each)  # unknown, final, or its fence does not hold
+            continue
         if chunk is not None and await chunk.fetchone() is None:
             # Undone in place: rolling back would take the other writes along.
             delta = each.write.delta
@@ -217,7 +231,25 @@ async def _fence_all(driver: Any, encoded: list[_Encoded]) -> dict[int, Operatio
     if taken_back:
         async with driver.cursor() as cursor:
             await cursor.executemany(_TAKE_COUNTERS, taken_back)
+    if missed:
+        await _final_statuses(driver, missed, statuses)
     return statuses
+
+
+async def _final_statuses(
+    driver: Any, missed: list[_Encoded], statuses: dict[int, OperationStatus]
+) -> None:
+    """The final status of the operations of writes that wrote nothing: the run learns that
+    its operation ended (a cancel) rather than only that it wrote nothing. Kept apart from
+    ``statuses`` of the writes that hold, whose rows are written."""
+    async with driver.cursor() as cursor:
+        ids = list({each.write.operation_id for each in missed})
+        await cursor.execute(_FINAL_STATUS, (ids, _FINAL))
+        final = {found[0]: OperationStatus(found[1]) for found in await cursor.fetchall()}
+    for each in missed:
+        status = final.get(each.write.operation_id)
+        if status is not None:
+            statuses[each.place] = status
 
 
 async def _write_rows(conn: AsyncConnection, driver: Any, held: list[_Encoded]) -> None:
@@ -297,6 +329,14 @@ async def _end_wait(conn: AsyncConnection, row: RowRecord, outcome: WaitOutcome)
     return resolved
 
 
+async def _final(conn: AsyncConnection, operation_id: UUID) -> bool:
+    """The operation's status is final: its waiting rows wait on (final means final). The
+    operation row is locked first, as a write of rows locks it, so a cancel waits for the
+    wait's end (or the end waits for the cancel) and the two never deadlock."""
+    found = (await conn.exec_driver_sql(_STATUS_SHARED, (operation_id,))).first()
+    return found is not None and OperationStatus(found[0]).is_terminal
+
+
 class PostgresDialect:
     """The ``Dialect`` of PostgreSQL: rows are locked where SQLite locks the database."""
 
@@ -346,11 +386,12 @@ class PostgresDialect:
         )
         async with self._db.write() as conn:
             driver = await _driver(conn)
-            held = await _fence_all(driver, encoded)
+            found = await _fence_all(driver, encoded)
+            held = {place for place, status in found.items() if not status.is_terminal}
             await _write_rows(conn, driver, [each for each in encoded if each.place in held])
             events = [event for place in sorted(held) for event in writes[place].events]
             await _insert_events(conn, events)
-        statuses: list[OperationStatus | None] = [held.get(place) for place in range(len(writes))]
+        statuses: list[OperationStatus | None] = [found.get(place) for place in range(len(writes))]
         return statuses
 
     async def read_batch(
@@ -398,6 +439,8 @@ class PostgresDialect:
         condition, params = _wait_condition(operation_id, row_number, signal_key)
         lookup = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition} FOR UPDATE"
         async with self._db.write() as conn:
+            if await _final(conn, operation_id):
+                return None
             found = (await conn.exec_driver_sql(lookup, params)).first()
             if found is None:
                 return None
@@ -413,6 +456,8 @@ class PostgresDialect:
         holds is locked, then ended, in one transaction."""
         sql, params = _first_waiting(operation_id, key_prefix)
         async with self._db.write() as conn:
+            if await _final(conn, operation_id):
+                return None
             found = (await conn.exec_driver_sql(sql + " FOR UPDATE SKIP LOCKED", params)).first()
             if found is None:
                 return None

@@ -63,7 +63,7 @@ class RowMethods(SqlBase):
         statuses = await self._db.dialect.save_many(split)
         written: builtins.list[EventRecord] = []
         for write, entry, status in zip(writes, split, statuses, strict=True):
-            if status is not None:
+            if status is not None and not status.is_terminal:  # final: nothing written
                 self._listed_steps.add(write.operation_id, entry.rows.new_steps)
                 written.extend(write.events)
         if not self._events_here:

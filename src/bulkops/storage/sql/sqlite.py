@@ -90,6 +90,14 @@ def _save(write: SplitWrite) -> Callable[[sqlite3.Connection], OperationStatus |
         chunk_fence = (key, fence.chunk, fence.worker_id, ChunkState.RUNNING.value)
 
     def work(connection: sqlite3.Connection) -> OperationStatus | None:
+        # Final means final: an operation whose status is final takes no rows, counters or
+        # events until a retry starts a new round (the writer holds the database, so the
+        # status read here stands until commit).
+        before = connection.execute(_STATUS, (key,)).fetchone()
+        if before is None:
+            return None
+        if OperationStatus(before[0]).is_terminal:
+            return OperationStatus(before[0])
         # The fence keeps a worker that lost the operation (or its chunk) out.
         if (
             chunk_fence is not None
@@ -224,6 +232,12 @@ def _end_wait(connection: sqlite3.Connection, row: RowRecord, outcome: WaitOutco
     return resolved
 
 
+def _final(connection: sqlite3.Connection, operation_id: UUID) -> bool:
+    """The operation's status is final: its waiting rows wait on (final means final)."""
+    found = connection.execute(_STATUS, (str(operation_id),)).fetchone()
+    return found is not None and OperationStatus(found[0]).is_terminal
+
+
 def resolve_wait(
     operation_id: UUID, row_number: int, signal_key: str | None, outcome: WaitOutcome
 ) -> Callable[[sqlite3.Connection], RowRecord | None]:
@@ -233,6 +247,8 @@ def resolve_wait(
     select = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE {condition}"
 
     def resolve(connection: sqlite3.Connection) -> RowRecord | None:
+        if _final(connection, operation_id):
+            return None
         found = connection.execute(select, params).fetchone()
         if found is None:
             return None
@@ -248,6 +264,8 @@ def resolve_first_waiting(
     sql, params = _first_waiting(operation_id, key_prefix)
 
     def resolve(connection: sqlite3.Connection) -> RowRecord | None:
+        if _final(connection, operation_id):
+            return None
         found = connection.execute(sql, params).fetchone()
         if found is None:
             return None

@@ -9,6 +9,7 @@ import { CreatePage } from "./pages/create.js";
 import { EventsPage } from "./pages/events.js";
 import { ListPage } from "./pages/list.js";
 import { OperationPage } from "./pages/operation.js";
+import { UsagePage } from "./pages/usage.js";
 import { Link, paths, useRoute } from "./router.js";
 
 const PAGES = {
@@ -16,6 +17,7 @@ const PAGES = {
   create: { title: "New operation", view: CreatePage },
   operation: { title: "Operation", view: OperationPage },
   events: { title: "Events", view: EventsPage },
+  usage: { title: "Usage", view: UsagePage },
 };
 
 /** Asks for a bearer token when the API answered 401; shows the token in use otherwise. */
@@ -98,6 +100,7 @@ function App() {
         <${Link} href=${paths.list()} aria-current=${current("list")}>Operations</${Link}>
         <${Link} href=${paths.create()} aria-current=${current("create")}>New operation</${Link}>
         <${Link} href=${paths.events()} aria-current=${current("events")}>Events</${Link}>
+        <${Link} href=${paths.usage()} aria-current=${current("usage")}>Usage</${Link}>
       </nav>
       <${Caller} />
     </header>

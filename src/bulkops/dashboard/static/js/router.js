@@ -13,6 +13,7 @@ export const paths = {
   operation: (id) => `${PREFIX}/bulks/${encodeURIComponent(id)}`,
   create: (name) => `${PREFIX}/new${name ? `?operation=${encodeURIComponent(name)}` : ""}`,
   events: () => `${PREFIX}/events`,
+  usage: () => `${PREFIX}/usage`,
 };
 
 /** The page named by the current URL: {name, id?, query}. */
@@ -26,6 +27,7 @@ export function currentRoute() {
   if (path === "" || path === "/") return { name: "list", query };
   if (path === "/new") return { name: "create", query };
   if (path === "/events") return { name: "events", query };
+  if (path === "/usage") return { name: "usage", query };
   return { name: "missing", query };
 }
 
