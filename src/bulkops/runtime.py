@@ -135,9 +135,11 @@ class Runtime:
             events = memory_events
         else:
             from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
+            from bulkops.storage.sql.migrate import check_schema
 
-            if settings.migrate_on_start:
-                await asyncio.to_thread(migrate, url)
+            # Code and schema must match: a process that does not migrate refuses a database
+            # of another revision (migrate() refuses one newer than the code).
+            await asyncio.to_thread(migrate if settings.migrate_on_start else check_schema, url)
             database = Database.from_url(
                 url,
                 sqlite_busy_timeout=settings.sqlite_busy_timeout,

@@ -157,6 +157,7 @@ def serve(settings: Settings) -> None:
     from bulkops.api.app import create_app
     from bulkops.cli import server
 
+    _check_schema(settings)
     application = create_app(settings=settings)
     _settle_interpreter(settings)
     log.info(
@@ -198,6 +199,22 @@ def worker(settings: Settings) -> None:
 
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         runner.run(run())
+
+
+def _check_schema(settings: Settings) -> None:
+    """Refuse to start, before serving anything, on a database whose schema revision this
+    code does not match: any other revision when it is not to migrate at start, else one
+    newer than the code."""
+    from bulkops.runtime import MEMORY_URL
+
+    if settings.database_url.startswith(MEMORY_URL):
+        return
+    from bulkops.storage.sql.migrate import check_schema, refuse_newer, schema_revision
+
+    if settings.migrate_on_start:
+        refuse_newer(schema_revision(settings.database_url))
+    else:
+        check_schema(settings.database_url)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
