@@ -145,6 +145,7 @@ class Runtime:
                 sqlite_busy_timeout=settings.sqlite_busy_timeout,
                 # A writer per operation (or chunk) processed at once, and room for reads.
                 pool_size=settings.worker_count + 4,
+                timeout=settings.storage_timeout,
             )
             if settings.event_store == "memory":
                 from bulkops.storage.memory import MemoryEventStore
@@ -167,7 +168,10 @@ class Runtime:
 
                 liveness = SqliteLiveness(database)
         files = open_file_store(
-            settings.files_url, s3_endpoint=settings.s3_endpoint, s3_region=settings.s3_region
+            settings.files_url,
+            s3_endpoint=settings.s3_endpoint,
+            s3_region=settings.s3_region,
+            timeout=settings.storage_timeout,
         )
         stores = Stores(
             operations=operations,
