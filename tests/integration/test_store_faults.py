@@ -116,9 +116,8 @@ async def test_an_unreachable_s3_refuses_uploads_and_downloads_and_processing_wa
     assert resumed_in < 10, resumed_in  # a backoff of the store coming back, not minutes
     download = await api.get(f"/api/bulks/{operation_id}/file")
     assert download.status_code == 200 and download.text == CONTENT
-    print(
-        f"\nS3 {fault} ({chunk_rows=}): upload 503 in {took:.1f} s; done {resumed_in:.1f} s after it came back"
-    )
+    took_text = f"upload 503 in {took:.1f} s"
+    print(f"\nS3 {fault} ({chunk_rows=}): {took_text}; done {resumed_in:.1f} s after its return")
 
 
 async def test_a_slow_s3_is_only_slow(
