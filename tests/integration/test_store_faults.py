@@ -199,3 +199,37 @@ async def test_a_full_disk_under_sqlite_answers_507_then_goes_on(
         filler.unlink()
         second = await create_ok(client, CONTENT)
         assert (await wait_status(client, second))["status"] == "Completed"
+
+
+# --- exports ---------------------------------------------------------------------------
+
+
+class _RowsDown:
+    """A row store whose batch reads find storage unreachable (the rest passes through)."""
+
+    def __init__(self, rows: Any) -> None:
+        self._rows = rows
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rows, name)
+
+    async def report_batches(self, *args: Any, **kwargs: Any) -> Any:
+        from bulkops.errors import StorageUnavailable
+
+        raise StorageUnavailable("database read failed: connection refused")
+        yield  # an async generator, as the store's
+
+
+async def test_an_export_whose_rows_cannot_be_read_answers_503_before_its_body(
+    make_client: ClientFactory,
+) -> None:
+    from tests.integration.conftest import runtime_of
+
+    client = await make_client()
+    operation_id = await create_ok(client, CONTENT)
+    await wait_status(client, operation_id)
+    exports = runtime_of(client).exports
+    exports._rows = _RowsDown(exports._rows)  # type: ignore[assignment]
+    answer = await client.get(f"/api/bulks/{operation_id}/export")
+    assert answer.status_code == 503  # not a 200 that breaks off
+    assert answer.json() == {"error": "Storage is unavailable; try again later"}
