@@ -32,15 +32,33 @@ class TcpProxy:
         probe.close()
         self._listener: socket.socket | None = None
         self._sockets: set[socket.socket] = set()
+        self._upstreams: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._flowing = threading.Event()
         self._flowing.set()
         self._status: int | None = None
         self._delay = 0.0
 
-    def blackhole(self) -> None:
-        """Stop forwarding, closing nothing."""
+    def blackhole(self, *, server_gives_up: float | None = None) -> None:
+        """Stop forwarding, closing nothing on the client's side. With ``server_gives_up``,
+        the connections to the target are closed that many seconds later, as a server's
+        TCP keepalives end the sessions of a client gone silent (a proxy's kernel would
+        answer the probes itself)."""
         self._flowing.clear()
+        if server_gives_up is not None:
+            timer = threading.Timer(server_gives_up, self._cut_upstreams)
+            timer.daemon = True
+            timer.start()
+
+    def _cut_upstreams(self) -> None:
+        if self._flowing.is_set():
+            return  # healed meanwhile
+        with self._lock:
+            upstreams, self._upstreams = self._upstreams, set()
+        for sock in upstreams:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
     def answer(self, status: int) -> None:
         """Answer every new connection with HTTP ``status``; cut the open ones."""
@@ -101,6 +119,7 @@ class TcpProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._sockets.update((client, upstream))
+                self._upstreams.add(upstream)
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 

@@ -80,3 +80,52 @@ def test_a_silent_partition_answers_503_in_time_and_loses_nothing(
     print(f"\nPARTITION status 503 in {took:.1f} s, ready in {ready_took:.1f} s; ", end="")
     print(f"ready again {ready_again:.1f} s after healing")
     report("silent partition 10 s", stored=stored, twice=len(twice), partition_to_end=cut_at)
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_a_partitioned_workers_work_is_resumed_elsewhere(
+    spawn: Callable[..., Process], tmp_path: Path, empty_postgres_url: str
+) -> None:
+    real = make_url(empty_postgres_url)
+    proxy = TcpProxy(real.host or "127.0.0.1", real.port or 5432)
+    proxy.start()
+    through_proxy = real.set(port=proxy.port).render_as_string(hide_password=False)
+    common = {"storage_timeout": str(TIMEOUT), "abandon_after": "3", "chunk_rows": "0"}
+    try:
+        _, url = serve(spawn, database_url=empty_postgres_url, role="api", **common)
+        cut_off = spawn("worker", database_url=through_proxy, **common)
+        log = tmp_path / "side-effects.log"
+        rows = 3000
+        operation_id = submit(url, log, rows=rows, delay_ms=20)
+        wait_for(reached(url, operation_id, 300), timeout=120, what="300 rows")
+
+        # The server ends the partitioned worker's sessions after its keepalives (here the
+        # proxy closes them after the time they take), freeing its liveness lock.
+        proxy.blackhole(server_gives_up=TIMEOUT)
+        cut_at = time.monotonic()
+        spawn("worker", database_url=empty_postgres_url, **common)
+        final = wait_terminal(url, operation_id, timeout=180)
+        done_in = time.monotonic() - cut_at
+        proxy.heal()  # the partitioned worker comes back to find its work taken
+        wait_for(lambda: cut_off.popen.poll() is None, timeout=5, what="the worker alive")
+    finally:
+        proxy.stop()
+    assert (final["status"], final["processedRows"]) == ("Completed", rows)
+    # Only what the partitioned worker had in flight may have run twice.
+    twice = assert_each_row_ran_once_except(log, rows, {f"r{n}" for n in range(1, rows + 1)})
+    assert len(twice) <= 2 * 4 * 10, len(twice)  # its row slots, twice over at most
+    with psycopg.connect(empty_postgres_url) as db:
+        (stored,) = db.execute(
+            "SELECT count(*) FROM row_records WHERE operation_id = %s", (operation_id,)
+        ).fetchone()
+        messages = [
+            message
+            for (message,) in db.execute(
+                "SELECT message FROM events WHERE operation_id = %s", (operation_id,)
+            ).fetchall()
+        ]
+    assert stored == rows
+    assert any("resumed" in message for message in messages), messages
+    report("partitioned worker", stored=stored, twice=len(twice), partition_to_end=cut_at)
+    print(f"PARTITIONED WORKER done {done_in:.1f} s after the partition began")
