@@ -55,7 +55,8 @@ def _translate(exc: Exception, file_id: str) -> StorageError:
     message = f"File store failed on {file_id}: {type(exc).__name__}: {summary}"
     if _disk_full(exc):
         return StorageFull(message)
-    if isinstance(exc, _TRANSIENT):  # unreachable, timed out, 5xx: may work later
+    if isinstance(exc, _TRANSIENT) and not isinstance(exc, PermissionError):
+        # unreachable, timed out, 5xx: may work later
         return StorageUnavailable(message)
     return StorageError(message)
 
