@@ -9,7 +9,11 @@ and two-step pipelines (``delay_ms / 2`` steps) are submitted while faults come 
 - ``kill``: a worker is killed with SIGKILL and a new one started;
 - ``terminate``: every client connection of the database is terminated
   (``pg_terminate_backend``);
-- ``restart``: the database is stopped for 1-5 s and started again.
+- ``restart``: the database is stopped for 1-5 s and started again;
+- ``partition``: the proxy between every process and the database stops forwarding for
+  2-6 s without closing anything (a silent partition; ``BULKOPS_STORAGE_TIMEOUT`` 3 s);
+- ``store``: the S3 file store (moto's server, behind a proxy of its own) refuses
+  connections or answers 503 for 2-6 s.
 
 Each (row, step) execution appends a line to a log (``chaos_operations.py``): the row, the
 step, the process that ran it and when it ended. An execution followed by another of the
@@ -52,12 +56,15 @@ from typing import Any
 
 import httpx
 import psycopg
+from tests.e2e.faults import TcpProxy
 
 from benchmarks.chaos_operations import CHAOS_PIPELINE, CHAOS_ROWS
 
 ROOT = Path(__file__).resolve().parents[1]
 OPERATIONS = Path(__file__).resolve().with_name("chaos_operations.py")
-KINDS = ("kill", "terminate", "restart")
+KINDS = ("kill", "terminate", "restart", "partition", "store")
+STORAGE_TIMEOUT = 3.0  # BULKOPS_STORAGE_TIMEOUT of the run's processes
+S3_REGION = "us-east-1"
 # Seconds after a database fault ends during which it may still lose rows: a write's retries
 # back off up to 2 s, and a lease checks its holder every few seconds.
 AFTERMATH = 10.0
@@ -140,6 +147,40 @@ class PrivateServer:
                 "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
             ).fetchall()
         return len(found)
+
+
+class S3Server:
+    """moto's S3 server on a free loopback port, with one bucket, in this process."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.bucket = "bulkops-chaos"
+        self._server: Any = None
+
+    def start(self) -> None:
+        """Start the server and create the bucket."""
+        import logging
+
+        import boto3
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        client = boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{self.port}",
+            region_name=S3_REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        client.create_bucket(Bucket=self.bucket)
+
+    def stop(self) -> None:
+        """Stop the server."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
 
 
 class Bulkops:
@@ -295,11 +336,23 @@ class Chaos:
         self._logs = directory / "executions"
         self._port = _free_port()
         self.url = f"http://127.0.0.1:{self._port}"
+        # Every process reaches the database and the file store through a proxy the run
+        # controls (partitions, store outages); the checks reach the database directly.
+        self.db_proxy = TcpProxy("127.0.0.1", self.server.port)
+        self._s3 = S3Server()
+        self.s3_proxy = TcpProxy("127.0.0.1", self._s3.port)
+        proxied = self.server.url.replace(f":{self.server.port}/", f":{self.db_proxy.port}/")
         self._env = {k: v for k, v in os.environ.items() if not k.startswith("BULKOPS_")}
         self._env.update(
             {
-                "BULKOPS_DATABASE_URL": self.server.url,
-                "BULKOPS_FILES_URL": f"file://{directory / 'files'}",
+                "BULKOPS_DATABASE_URL": proxied,
+                "BULKOPS_FILES_URL": f"s3://{self._s3.bucket}/uploads",
+                "BULKOPS_S3_ENDPOINT": f"http://127.0.0.1:{self.s3_proxy.port}",
+                "BULKOPS_S3_REGION": S3_REGION,
+                "BULKOPS_STORAGE_TIMEOUT": str(STORAGE_TIMEOUT),
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": S3_REGION,
                 "BULKOPS_OPERATIONS": str(OPERATIONS),
                 "BULKOPS_MAX_ROW_CONCURRENCY": str(max_row_concurrency),
                 "BULKOPS_ABANDON_AFTER": str(abandon_after),
@@ -410,6 +463,25 @@ class Chaos:
             fault.detail = f"worker pid {victim.popen.pid}"
         elif kind == "terminate":
             fault.detail = f"{self.server.terminate_clients()} connections"
+        elif kind == "partition":
+            silent = self._random.uniform(2.0, 6.0)
+            self.db_proxy.blackhole()
+            time.sleep(silent)
+            self.db_proxy.heal()
+            fault.detail = f"silent {silent:.1f} s"
+        elif kind == "store":
+            down = self._random.uniform(2.0, 6.0)
+            how = self._random.choice(("refuse", "503"))
+            if how == "refuse":
+                self.s3_proxy.stop()
+            else:
+                self.s3_proxy.answer(503)
+            time.sleep(down)
+            if how == "refuse":
+                self.s3_proxy.start()
+            else:
+                self.s3_proxy.heal()
+            fault.detail = f"S3 {how} {down:.1f} s"
         else:
             down = self._random.uniform(1.0, 5.0)
             self._db_down.set()
@@ -432,6 +504,9 @@ class Chaos:
         """Start everything, submit and fault for ``seconds``, wait for the end, check."""
         self._logs.mkdir(parents=True, exist_ok=True)
         self.server.create()
+        self._s3.start()
+        self.db_proxy.start()
+        self.s3_proxy.start()
         began = time.monotonic()
         reader = threading.Thread(target=self._read, daemon=True)
         faults: list[Fault] = []
@@ -468,6 +543,9 @@ class Chaos:
                 worker.stop()
             if self._api is not None:
                 self._api.stop()
+            self.db_proxy.stop()
+            self.s3_proxy.stop()
+            self._s3.stop()
             self.server.stop("immediate")
 
     def _status(self, operation_id: str) -> dict[str, Any] | None:

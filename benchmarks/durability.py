@@ -83,6 +83,7 @@ def compound_faults(context: Context) -> Result:
     result.checks.append(at_most("most repeats of one fault", most, bound))
     result.notes.append(
         f"seeds {', '.join(map(str, seeds))}, {seconds:g} s of faults each; 3 workers, "
-        "MaxRowConcurrency 10, a private PostgreSQL server"
+        "MaxRowConcurrency 10, a private PostgreSQL server and moto's S3 server, each "
+        "behind a proxy the run controls"
     )
     return result

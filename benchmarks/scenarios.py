@@ -543,7 +543,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         18,
-        "Compound faults: workers killed, connections cut, database restarted",
+        "Compound faults: workers killed, connections cut, database restarted, silent "
+        "partitions, S3 outages",
         "repeats of one fault <= 2 x workers x MaxRowConcurrency",
         compound_faults,
     ),

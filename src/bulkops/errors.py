@@ -8,6 +8,7 @@ Every error the library raises on purpose derives from ``BulkOpsError``::
     ├── FileFormatError          a stored file cannot be read as a whole
     ├── StorageError             a storage backend failed (driver errors are translated into it)
     │   ├── StorageUnavailable   it could not be reached or was busy: trying again may work
+    │   │   └── StorageFull      it has no room left (a full disk): 507 to an upload
     │   └── ConcurrencyConflict  a conditional write lost against another writer
     ├── IllegalTransition        a status change the transition table forbids
     └── ServiceError             a use-case refused a request (mapped to HTTP by the API)
@@ -60,6 +61,11 @@ class StorageError(BulkOpsError):
 class StorageUnavailable(StorageError):
     """The backend could not be reached, or was locked or busy; the same call may succeed
     later (the engine retries these with backoff)."""
+
+
+class StorageFull(StorageUnavailable):
+    """The backend has no room left (a full disk): nothing was stored, and the same call may
+    succeed once room is made."""
 
 
 class ConcurrencyConflict(StorageError):

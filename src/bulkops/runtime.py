@@ -152,14 +152,17 @@ class Runtime:
             mapping_store = MemoryMappingStore()
         else:
             from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
+            from bulkops.storage.sql.migrate import check_schema
 
-            if settings.migrate_on_start:
-                await asyncio.to_thread(migrate, url)
+            # Code and schema must match: a process that does not migrate refuses a database
+            # of another revision (migrate() refuses one newer than the code).
+            await asyncio.to_thread(migrate if settings.migrate_on_start else check_schema, url)
             database = Database.from_url(
                 url,
                 sqlite_busy_timeout=settings.sqlite_busy_timeout,
                 # A writer per operation (or chunk) processed at once, and room for reads.
                 pool_size=settings.worker_count + 4,
+                timeout=settings.storage_timeout,
             )
             if settings.event_store == "memory":
                 from bulkops.storage.memory import MemoryEventStore
@@ -185,7 +188,10 @@ class Runtime:
         if local_wakeups is not None and isinstance(wakeups, NoWakeUps):
             wakeups = local_wakeups
         files = open_file_store(
-            settings.files_url, s3_endpoint=settings.s3_endpoint, s3_region=settings.s3_region
+            settings.files_url,
+            s3_endpoint=settings.s3_endpoint,
+            s3_region=settings.s3_region,
+            timeout=settings.storage_timeout,
         )
         stores = Stores(
             operations=operations,

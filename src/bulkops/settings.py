@@ -402,6 +402,14 @@ class Settings(BaseSettings):
         ge=0,
         description="Data rows one file may hold, refused as MAX_EXPANDED_BYTES is (0: unlimited).",
     )
+    storage_timeout: float = Field(
+        default=10,
+        ge=0,
+        description="Seconds a call to PostgreSQL or to an S3 file store may take before it "
+        "fails as unavailable (a request answers 503, processing waits and retries): "
+        "connect and statement time limits, TCP keepalives, for a partition that drops "
+        "packets without a reset (0: no limit).",
+    )
 
     @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")
     @classmethod

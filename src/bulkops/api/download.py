@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 
@@ -13,3 +14,19 @@ def content_disposition(file_name: str) -> str:
     if ascii_name != file_name:
         value += f"; filename*=UTF-8''{quote(file_name, safe='')}"
     return value
+
+
+async def primed(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``chunks`` with its first chunk read now: a storage failure at the start of a body
+    (the file store or the database unreachable, a missing file) is raised here and
+    answered with its status and error body, before the status line of a 200 is sent."""
+    first = await anext(chunks, None)
+
+    async def body() -> AsyncIterator[bytes]:
+        if first is None:
+            return
+        yield first
+        async for chunk in chunks:
+            yield chunk
+
+    return body()

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from bulkops.api.auth.errors import NotAuthenticated
-from bulkops.errors import ServiceError, StorageError, TooManyRequests
+from bulkops.errors import ServiceError, StorageError, StorageFull, TooManyRequests
 
 log = logging.getLogger("bulkops.api")
 
@@ -93,6 +93,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, exc: StorageError) -> JSONResponse:
         log.error("Storage failure on %s %s: %s", request.method, request.url.path, exc)
+        if isinstance(exc, StorageFull):
+            return error_response(507, "Storage is full; nothing was stored: try again later")
         return error_response(503, "Storage is unavailable; try again later")
 
     @app.exception_handler(Exception)

@@ -45,6 +45,7 @@ _GENERIC_ERRORS = {
     401: "No bearer credential, or one that is not valid",
     403: "The credential lacks the right (read or operate)",
     503: "Storage (or the token issuer's keys) unavailable; try again later",
+    507: "Storage full (a full disk); nothing was stored",
 }
 
 
@@ -110,6 +111,8 @@ def _describe_answers(path: str, method: str, operation: JsonObject, access: Acc
     needed = required_access(method, path)
     if needed is not None:
         codes.append(503)
+        if method != "get":  # a write on a full disk
+            codes.append(507)
         if access.guards(needed):
             codes += [401, 403]
             if access.bearer:

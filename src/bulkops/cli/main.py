@@ -133,6 +133,7 @@ def serve(settings: Settings) -> None:
     from bulkops.supervisor import WorkerProcesses
     from bulkops.supervisor.interpreter import settle_interpreter
 
+    _check_schema(settings)
     count = settings.effective_worker_processes if settings.role == "combined" else 0
     processes = WorkerProcesses(settings, count) if count else None
     try:
@@ -190,6 +191,22 @@ def worker(settings: Settings) -> None:
 
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         runner.run(run())
+
+
+def _check_schema(settings: Settings) -> None:
+    """Refuse to start, before serving anything, on a database whose schema revision this
+    code does not match: any other revision when it is not to migrate at start, else one
+    newer than the code."""
+    from bulkops.runtime import MEMORY_URL
+
+    if settings.database_url.startswith(MEMORY_URL):
+        return
+    from bulkops.storage.sql.migrate import check_schema, refuse_newer, schema_revision
+
+    if settings.migrate_on_start:
+        refuse_newer(schema_revision(settings.database_url))
+    else:
+        check_schema(settings.database_url)
 
 
 @app.command()

@@ -21,6 +21,7 @@ from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.resume import FileRows, StoredRows, read_chunk, source_fixes
 from bulkops.engine.run import Ending, Run, StopReason
+from bulkops.engine.stored_file import stored_file
 from bulkops.errors import IllegalTransition
 from bulkops.formats import RawRow
 from bulkops.storage import lifecycle
@@ -61,7 +62,8 @@ class ChunkRun(Run):
     async def _process(self) -> None:
         definition = self._definition()
         chunk = self.chunk
-        async with self._stores.files.local_path(self.record.file_id) as path:
+        files, timeout = self._stores.files, self._retry.timeout
+        async with stored_file(files, self.record.file_id, timeout) as path:
             runner = await self._prepare(definition, self.record.total_rows)
             stored = await StoredRows.load(
                 self._stores.rows, self.record.id, after=chunk.first_row - 1
@@ -243,9 +245,11 @@ class ChunkRun(Run):
         if ending.failure is not None:
             await self._end_operation(ending.failure)
             return
-        if ending.stop_reason is StopReason.SHUTDOWN:
+        if ending.stop_reason in (StopReason.SHUTDOWN, StopReason.STORAGE):
+            # Handed back: another may take it (once storage answers again). Left held, a
+            # chunk would wait until its live holder was judged unresponsive.
             await self._retry.call(chunks.end_chunk, operation_id, index, me, done=False)
-            await self._stores.wakeups.announce_work()  # handed back: another may take it
+            await self._stores.wakeups.announce_work()
             return
         if ending.stop_reason is not None:  # cancelled, taken over, or storage gone
             log.info(

@@ -19,6 +19,7 @@ from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_f
 from bulkops.engine.retry import RetrySource
 from bulkops.engine.run import Ending, Run, Runner, StopReason
 from bulkops.engine.spread import GRAIN, SPREAD_SECONDS, Cut, Probe, chunk_size, cut
+from bulkops.engine.stored_file import stored_file
 from bulkops.engine.undo import undo_source
 from bulkops.errors import IllegalTransition
 from bulkops.formats import FileFormat, RowCount, count_chunks
@@ -86,7 +87,8 @@ class OperationRun(Run):
             await self._process_retry(definition, fmt)
             return
         delimiter = definition.controls.csv_delimiter
-        async with self._stores.files.local_path(self.record.file_id) as path:
+        files, timeout = self._stores.files, self._retry.timeout
+        async with stored_file(files, self.record.file_id, timeout) as path:
             helpers = self._context.helpers
             if (
                 helpers is not None

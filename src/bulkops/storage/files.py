@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import re
 import tempfile
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import obstore
-from obstore.exceptions import BaseError, NotFoundError
+from obstore.exceptions import BaseError, GenericError, NotFoundError
 from obstore.store import LocalStore, MemoryStore, S3Store
 
-from bulkops.errors import StorageError
+from bulkops.errors import StorageError, StorageFull, StorageUnavailable
 from bulkops.storage.records import StoredFile
 
 if TYPE_CHECKING:
     from obstore import AsyncWritableFile
-    from obstore.store import ClientConfig, ObjectStore, S3Config
+    from obstore.store import ClientConfig, ObjectStore, RetryConfig, S3Config
 
 # Ids look like "2026-11-21/<uuid4 hex>": the day folder keeps directories and listings
 # small; nothing in an id ever comes from the uploaded file's name.
@@ -51,7 +52,27 @@ def _translate(exc: Exception, file_id: str) -> StorageError:
         return FileMissing(f"File {file_id} does not exist")
     # obstore messages carry a multi-line debug dump after the first line.
     summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return StorageError(f"File store failed on {file_id}: {type(exc).__name__}: {summary}")
+    message = f"File store failed on {file_id}: {type(exc).__name__}: {summary}"
+    if _disk_full(exc):
+        return StorageFull(message)
+    if isinstance(exc, _TRANSIENT) and not isinstance(exc, PermissionError):
+        # unreachable, timed out, 5xx: may work later
+        return StorageUnavailable(message)
+    return StorageError(message)
+
+
+# Errors of a store that did not answer or answered 5xx (obstore's generic error carries
+# those; its specific ones are answers: missing, refused, bad path).
+_TRANSIENT = (GenericError, OSError)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk under the store is full (ENOSPC, as an OSError or in
+    the text of obstore's error)."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    text = str(exc)
+    return "No space left on device" in text or "os error 28" in text
 
 
 class _Pump:
@@ -228,7 +249,11 @@ def _local_dir(rest: str) -> Path:
 
 
 def open_file_store(
-    url: str, *, s3_endpoint: str | None = None, s3_region: str | None = None
+    url: str,
+    *,
+    s3_endpoint: str | None = None,
+    s3_region: str | None = None,
+    timeout: float | None = None,
 ) -> ObjectFileStore:
     """Open the file store a URL names.
 
@@ -240,6 +265,9 @@ def open_file_store(
         url: The store URL.
         s3_endpoint: A non-AWS S3 endpoint (MinIO, moto...); plain ``http://`` is allowed.
         s3_region: The S3 region.
+        timeout: S3: seconds to connect, and to go on retrying a request that failed for
+            want of the store (unreachable, 5xx) before the failure is raised (None or 0:
+            obstore's defaults, 5 s and 3 minutes).
 
     Raises:
         StorageError: Unsupported URL, or the store cannot be set up.
@@ -260,8 +288,12 @@ def open_file_store(
             options["allow_http"] = s3_endpoint.lower().startswith("http://")
         if s3_region:
             config["region"] = s3_region
+        retry: RetryConfig | None = None
+        if timeout:
+            options["connect_timeout"] = timedelta(seconds=timeout)
+            retry = {"max_retries": 10, "retry_timeout": timedelta(seconds=timeout)}
         try:
-            store = S3Store.from_url(url, config=config, client_options=options)
+            store = S3Store.from_url(url, config=config, client_options=options, retry_config=retry)
         except _DRIVER_ERRORS as exc:
             raise StorageError(f"Cannot open the S3 file store {url!r}: {exc}") from exc
         return ObjectFileStore(store)

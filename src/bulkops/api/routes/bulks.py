@@ -20,7 +20,7 @@ from bulkops.api.deps import (
     RuntimeDep,
     TenantDep,
 )
-from bulkops.api.download import content_disposition
+from bulkops.api.download import content_disposition, primed
 from bulkops.api.schemas import (
     CreateResult,
     FixRowErrorSchema,
@@ -306,7 +306,7 @@ async def get_bulk_file(operation_id: OperationId, runtime: RuntimeDep) -> Strea
     """The original file, under its original name."""
     record, chunks = await runtime.queries.file(operation_id)
     return StreamingResponse(
-        chunks,
+        await primed(chunks),
         media_type="application/octet-stream",
         headers={
             "Content-Disposition": content_disposition(record.file_name),

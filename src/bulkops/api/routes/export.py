@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from bulkops.api.deps import OperationId, RuntimeDep
-from bulkops.api.download import content_disposition
+from bulkops.api.download import content_disposition, primed
 from bulkops.api.schemas import error_responses
 from bulkops.service.export import MEDIA_TYPES
 
@@ -70,7 +70,7 @@ async def export_bulk(
         step_name=step_name,
     )
     return StreamingResponse(
-        export.chunks,
+        await primed(export.chunks),
         media_type=export.media_type,
         headers={"Content-Disposition": content_disposition(export.file_name)},
     )

@@ -33,12 +33,13 @@ from sqlalchemy.exc import (
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from bulkops.errors import StorageError, StorageUnavailable
+from bulkops.errors import StorageError, StorageFull, StorageUnavailable
 from bulkops.storage.lanes import LaneActivity, in_processing_lane
 from bulkops.storage.sql.dialect import Dialect
 from bulkops.storage.sql.pages import PageCounts
 from bulkops.storage.sql.postgres import PostgresDialect, configure_postgres
 from bulkops.storage.sql.sqlite import SqliteDialect
+from bulkops.storage.sql.timeouts import postgres_connect_args, time_limit
 
 T = TypeVar("T")
 
@@ -86,7 +87,19 @@ def storage_error(action: str, exc: BaseException) -> Exception:
     ):
         return exc.orig
     kind = StorageUnavailable if is_unavailable(exc) else StorageError
+    if is_disk_full(exc):
+        kind = StorageFull
     return kind(f"{action} failed: {describe_error(exc)}")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True when the database said it has no room left: SQLite's SQLITE_FULL, PostgreSQL's
+    class 53 (insufficient resources: disk full, out of memory)."""
+    cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    if str(getattr(cause, "sqlstate", "") or "").startswith("53"):
+        return True
+    text = str(cause)
+    return "database or disk is full" in text or "No space left on device" in text
 
 
 def is_unavailable(exc: BaseException) -> bool:
@@ -190,16 +203,21 @@ def _enable_wal(cursor: Any) -> None:
         time.sleep(0.02)
 
 
-def engine_arguments(url: URL, pool_size: int | None = None) -> dict[str, Any]:
+def engine_arguments(
+    url: URL, pool_size: int | None = None, timeout: float | None = None
+) -> dict[str, Any]:
     """Keyword arguments for ``create_engine`` / ``create_async_engine`` for this URL.
 
     On PostgreSQL ``pool_size`` connections are kept open and as many again may be opened
     under load; psycopg prepares a statement once it has run five times on a connection,
-    so the hot statements (row writes, counters, status reads) run prepared.
+    so the hot statements (row writes, counters, status reads) run prepared. ``timeout``
+    limits connecting and a silent peer (``timeouts``).
     """
     if url.get_backend_name() == "sqlite":
         return {"connect_args": {"isolation_level": None}}
     arguments: dict[str, Any] = {"pool_pre_ping": True}
+    if timeout:
+        arguments["connect_args"] = postgres_connect_args(timeout)
     if pool_size is not None:
         arguments.update(pool_size=pool_size, max_overflow=pool_size)
     return arguments
@@ -397,8 +415,12 @@ class Database:
         engine: AsyncEngine,
         sqlite_path: str | None = None,
         busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+        timeout: float | None = None,
     ) -> None:
         self._engine = engine
+        # PostgreSQL: seconds a transaction may take before it fails as unavailable (None:
+        # no limit); a silent partition is noticed within it (``timeouts``).
+        self.timeout = None if sqlite_path else timeout
         self._closed = False
         self._writer = self._reader = self._pager = None
         self._lane_reader = self._lane_pager = None
@@ -449,6 +471,7 @@ class Database:
         echo: bool = False,
         sqlite_busy_timeout: float | None = None,
         pool_size: int | None = None,
+        timeout: float | None = None,
     ) -> Database:
         """Create the engine for a database URL (see ``parse_url``). Connects lazily.
 
@@ -458,9 +481,11 @@ class Database:
             sqlite_busy_timeout: seconds a SQLite statement waits for another process's
                 lock (default 30).
             pool_size: PostgreSQL connections kept open (default: SQLAlchemy's 5).
+            timeout: PostgreSQL: seconds a connection attempt or a transaction may take,
+                and after which a silent peer is given up (None or 0: no limit).
         """
         parsed = parse_url(url, asynchronous=True)
-        arguments = engine_arguments(parsed, pool_size)
+        arguments = engine_arguments(parsed, pool_size, timeout)
         engine = create_async_engine(parsed, echo=echo, **arguments)
         if parsed.get_backend_name() == "sqlite":
             busy = SQLITE_BUSY_TIMEOUT_MS
@@ -469,7 +494,7 @@ class Database:
             configure_sqlite(engine.sync_engine, busy)
             return cls(engine, sqlite_path=parsed.database, busy_timeout_ms=busy)
         configure_postgres(engine.sync_engine)
-        return cls(engine)
+        return cls(engine, timeout=timeout or None)
 
     async def read_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one read transaction on the SQLite reader thread."""
@@ -538,6 +563,8 @@ class Database:
             self.processing.note()
         try:
             async with contextlib.AsyncExitStack() as stack:
+                if self.timeout is not None:  # outermost: it also bounds the wait for a turn
+                    await stack.enter_async_context(time_limit(self.timeout))
                 if write:
                     await stack.enter_async_context(self._local_write_turn())
                 connection = await stack.enter_async_context(self._engine.connect())
@@ -545,6 +572,13 @@ class Database:
                     await connection.execution_options(**{WRITE_OPTION: True})
                 async with connection.begin():
                     yield connection
+        except TimeoutError as exc:
+            action = "database write" if write else "database read"
+            if self.timeout is None:
+                raise storage_error(action, exc) from exc
+            raise StorageUnavailable(
+                f"{action} failed: no answer within {self.timeout:g} s (BULKOPS_STORAGE_TIMEOUT)"
+            ) from exc
         except DRIVER_ERRORS as exc:
             raise storage_error("database write" if write else "database read", exc) from exc
 

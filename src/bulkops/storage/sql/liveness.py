@@ -31,6 +31,7 @@ from sqlalchemy import select, union, update
 from bulkops.storage.lifecycle import HELD_STATUSES
 from bulkops.storage.sql.database import Database
 from bulkops.storage.sql.schema import chunks, operations
+from bulkops.storage.sql.timeouts import postgres_connect_args
 from bulkops.storage.sql.wakeups import libpq_url
 from bulkops.storage.states import ChunkState
 
@@ -160,14 +161,19 @@ class PostgresLiveness(SqlLiveness):
         after losing it."""
         while True:
             try:
+                timeout = self._db.timeout
+                limits = postgres_connect_args(timeout) or {"connect_timeout": 5}
                 async with await psycopg.AsyncConnection.connect(
-                    self._url, autocommit=True, connect_timeout=5
+                    self._url, autocommit=True, **limits
                 ) as conn:
                     while not await _take(conn, worker_id):
                         await asyncio.sleep(RETAKE_DELAY)  # a session of ours not yet gone
                     while True:
                         await asyncio.sleep(_CHECK)
-                        await conn.execute("SELECT 1")
+                        # A check that gets no answer (a silent partition) gives the
+                        # connection up: the server's keepalives end the session there.
+                        async with asyncio.timeout(timeout):
+                            await conn.execute("SELECT 1")
             except (psycopg.Error, OSError) as exc:
                 log.debug("Liveness lock lost (%s); taking it again", exc)
                 await asyncio.sleep(RETAKE_DELAY)

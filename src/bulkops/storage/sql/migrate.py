@@ -6,8 +6,9 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import NullPool, create_engine, text
+from sqlalchemy import NullPool, create_engine, inspect, text
 from sqlalchemy.engine import URL, Connection
 
 from bulkops.errors import StorageError
@@ -25,6 +26,17 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # Key of the PostgreSQL advisory lock that serialises concurrent migrate() calls
 # (an arbitrary constant: the bytes of "bulkops" read as an integer).
 ADVISORY_LOCK_KEY = int.from_bytes(b"bulkops", "big")
+
+
+class SchemaMismatch(StorageError):
+    """The database's schema revision is not the one this code was written for (older: run
+    ``bulkops migrate``; newer: this code is older than the database, as during a rolling
+    deploy, and must not write to it). The message names both revisions."""
+
+    def __init__(self, message: str, *, database: str | None, code: str) -> None:
+        super().__init__(message)
+        self.database = database
+        self.code = code
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -71,6 +83,7 @@ def migrate(url: str) -> None:
                     connection.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
                     )
+                refuse_newer(_revision_on(connection))
                 command.upgrade(alembic_config(connection), "head")
     except CommandError as exc:
         raise StorageError(f"migration failed: {exc}") from exc
@@ -78,6 +91,91 @@ def migrate(url: str) -> None:
         raise StorageError(f"migration failed: {describe_error(exc)}") from exc
     finally:
         engine.dispose()
+
+
+def head_revision() -> str:
+    """The newest schema revision this code knows (the one it runs against)."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships migrations
+        raise StorageError("no schema migrations are packaged")
+    return head
+
+
+def known_revisions() -> frozenset[str]:
+    """Every schema revision this code's migrations name."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return frozenset(revision.revision for revision in script.walk_revisions())
+
+
+def schema_revision(url: str) -> str | None:
+    """The schema revision the database at ``url`` is at (None: no bulkops schema).
+
+    Raises:
+        ValueError: the URL is not supported.
+        StorageError: the database is unreachable.
+    """
+    target = parse_url(url, asynchronous=False)
+    if target.get_backend_name() == "sqlite" and not _sqlite_file_exists(target):
+        return None  # not created by looking
+    try:
+        engine = create_engine(target, poolclass=NullPool, **engine_arguments(target))
+        try:
+            with engine.connect() as connection:
+                return _revision_on(connection)
+        finally:
+            engine.dispose()
+    except DRIVER_ERRORS as exc:
+        raise StorageError(f"reading the schema revision failed: {describe_error(exc)}") from exc
+
+
+def check_schema(url: str) -> str:
+    """Make sure the database at ``url`` is at the schema revision this code expects, for a
+    process that does not migrate at start. Returns that revision.
+
+    Raises:
+        SchemaMismatch: the database is at another revision (or has no schema); the message
+            names both and says what to do.
+        StorageError: the database is unreachable.
+    """
+    database, code = schema_revision(url), head_revision()
+    if database == code:
+        return code
+    refuse_newer(database)
+    found = "no bulkops schema" if database is None else f"schema revision {database}"
+    raise SchemaMismatch(
+        f"the database has {found}, older than this bulkops (schema revision {code}): "
+        "run `bulkops migrate` (with this version of bulkops) before starting it",
+        database=database,
+        code=code,
+    )
+
+
+def _revision_on(connection: Connection) -> str | None:
+    """The revision in Alembic's version table, read on ``connection`` (None: no table)."""
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    found = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    return max(found) if found else None
+
+
+def refuse_newer(database: str | None) -> None:
+    """Raise ``SchemaMismatch`` when the database is at a revision this code does not know:
+    a newer bulkops migrated it (say, mid-way through a rolling deploy)."""
+    if database is None or database in known_revisions():
+        return
+    code = head_revision()
+    raise SchemaMismatch(
+        f"the database has schema revision {database}, newer than this bulkops knows (its "
+        f"newest is schema revision {code}): run the newer bulkops that migrated it, or "
+        "restore the database from before that upgrade",
+        database=database,
+        code=code,
+    )
+
+
+def _sqlite_file_exists(url: URL) -> bool:
+    database = url.database or ""
+    return database.startswith("file:") or Path(database).expanduser().exists()
 
 
 def _create_parent(url: URL) -> None:

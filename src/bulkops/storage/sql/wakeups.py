@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 
 from bulkops.errors import StorageError
 from bulkops.storage.sql.database import Database
+from bulkops.storage.sql.timeouts import postgres_connect_args
 
 log = logging.getLogger("bulkops.storage")
 
@@ -61,7 +62,7 @@ class PostgresWakeUps:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self._url, autocommit=True
+                    self._url, autocommit=True, **postgres_connect_args(self._db.timeout)
                 ) as conn:
                     await conn.execute(f"LISTEN {WORK_CHANNEL}")
                     await conn.execute(f"LISTEN {SIGNAL_CHANNEL}")
