@@ -278,12 +278,18 @@ class RowStore(Protocol):
         building a record per row."""
 
     async def fix_row(
-        self, operation_id: UUID, row_number: int, row_data: dict[str, Any], now: datetime
+        self,
+        operation_id: UUID,
+        row_number: int,
+        row_data: dict[str, Any],
+        now: datetime,
+        events: Sequence[EventRecord] = (),
     ) -> RowRecord | None:
         """Replace the data of a Failed row and mark it fixed, in one transaction: its
         ``row_data`` becomes ``row_data`` and the fix (that data, at ``now``) is kept for
-        ``fixes``. Returns the stored row after it; None, with nothing changed, when the row
-        is not stored or not Failed."""
+        ``fixes``, the row's data before its first fix for ``originals``, and ``events``
+        (its RowFixed) are recorded. Returns the stored row after it; None, with nothing
+        changed, when the row is not stored or not Failed."""
 
     async def fixes(
         self,
@@ -294,6 +300,12 @@ class RowStore(Protocol):
     ) -> dict[int, dict[str, Any]]:
         """The data of the operation's fixed rows by row number: every one, or those among
         ``row_numbers``; with ``failed_only`` only those whose row is Failed now."""
+
+    async def originals(
+        self, operation_id: UUID, row_numbers: Collection[int]
+    ) -> dict[int, dict[str, Any]]:
+        """The data before their first fix of those of ``row_numbers`` that were fixed in
+        place (rows fixed before this was kept are left out), by row number."""
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The row that started waiting first (ties by row number) among the operation's
@@ -349,12 +361,13 @@ class EventStore(Protocol):
         limit: int,
         operation_id: UUID | None = None,
         tenant: str | None = None,
+        actor: str | None = None,
     ) -> Sequence[EventRecord]:
         """Events oldest first.
 
         With ``after``: those with a sequence above it, at most ``limit``. Without: the newest
         ``limit`` events. ``operation_id`` restricts to one operation, ``tenant`` to the
-        events of that tenant's operations.
+        events of that tenant's operations, ``actor`` to the events that actor caused.
         """
 
     async def prune(self, before: datetime) -> int:
