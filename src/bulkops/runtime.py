@@ -32,6 +32,7 @@ from bulkops.service import (
     SignalService,
     SubmissionService,
 )
+from bulkops.service.actions import ActionRunner, ActionService
 from bulkops.service.export import ExportService
 from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
@@ -39,6 +40,7 @@ from bulkops.settings import Settings
 from bulkops.storage.files import open_file_store
 from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
+    ActionStore,
     ChunkStore,
     DeliveryStore,
     EventStore,
@@ -93,11 +95,14 @@ class Runtime:
     exports: ExportService
     retries: RetryService
     fixes: FixService
+    actions: ActionService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
     _channels: Mapping[str, Channel] = field(default_factory=dict)
     _dispatching: asyncio.Task[None] | None = None
+    _action_runner: ActionRunner | None = None  # runs bulk actions (processing roles)
+    _acting: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -125,7 +130,11 @@ class Runtime:
         events: EventStore
         wakeups: WakeUps = NoWakeUps()
         liveness: Liveness = NoLiveness()
+        action_store: ActionStore
         if url.startswith(MEMORY_URL):
+            from bulkops.storage.memory_actions import MemoryActionStore
+
+            action_store = MemoryActionStore()
             from bulkops.storage.memory import MemoryEventStore, MemoryStore
 
             memory_events = MemoryEventStore()
@@ -154,6 +163,9 @@ class Runtime:
                 sql = SqlStore(database)
             operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
             deliveries = sql
+            from bulkops.storage.sql.actions import SqlActionStore
+
+            action_store = SqlActionStore(database)
             if database.dialect.name == "postgresql":
                 from bulkops.storage.sql.liveness import PostgresLiveness
                 from bulkops.storage.sql.wakeups import PostgresWakeUps
@@ -185,6 +197,27 @@ class Runtime:
         signals = SignalService(rows, hub, stores.wakeups, metrics, operations=operations)
         helpers = cls._row_helpers(settings, registry, role)
         scheduler = cls._scheduler(settings, registry, stores, role, hub, metrics, helpers)
+        commands = CommandService(operations)
+        retries = RetryService(
+            registry,
+            operations,
+            rows,
+            retry_store,
+            scheduler,
+            max_retry_attempts=settings.max_retry_attempts,
+        )
+        actions = ActionService(action_store, operations)
+        runner = None
+        if role != "api":  # processing processes run bulk actions beside their work
+            runner = ActionRunner(
+                action_store,
+                operations,
+                commands,
+                retries,
+                runner_id=new_worker_id(),
+                rate=settings.action_rate,
+            )
+            actions.notify(runner.started)
         return cls(
             settings=settings,
             metrics=metrics,
@@ -205,19 +238,14 @@ class Runtime:
                 channels=frozenset(channels),
             ),
             queries=QueryService(operations, rows, files, deliveries),
-            commands=CommandService(operations),
+            commands=commands,
             feed=FeedService(events, operations),
             signals=signals,
             exports=ExportService(operations, rows, registry),
-            retries=RetryService(
-                registry,
-                operations,
-                rows,
-                retry_store,
-                scheduler,
-                max_retry_attempts=settings.max_retry_attempts,
-            ),
+            retries=retries,
             fixes=FixService(registry, operations, rows),
+            actions=actions,
+            _action_runner=runner,
             _database=database,
             _dispatcher=None
             if role == "api"
@@ -303,9 +331,15 @@ class Runtime:
         await self.scheduler.start()
         if self._dispatcher is not None:
             self._dispatching = asyncio.create_task(self._dispatcher.run())
+        if self._action_runner is not None:
+            self._acting = asyncio.create_task(self._action_runner.run())
 
     async def close(self) -> None:
         """Drain processing, then close storage."""
+        if self._acting is not None:  # before processing stops: an act may queue work
+            self._acting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._acting
         await self.scheduler.stop()
         if self._dispatching is not None:
             self._dispatching.cancel()

@@ -353,6 +353,12 @@ class Settings(BaseSettings):
         description="Most Pending, Running or Retrying operations of one tenant (its "
         "tenant, else its creator); a create beyond it is answered 429; unset: no limit.",
     )
+    action_rate: float = Field(
+        default=20.0,
+        gt=0,
+        description="Operations a bulk action (POST /api/actions) acts on per second, in "
+        "each process running one.",
+    )
 
     @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")
     @classmethod

@@ -16,6 +16,7 @@ from bulkops.api.errors import install_error_handlers
 from bulkops.api.openapi import install_openapi
 from bulkops.api.request_metrics import RequestMetricsMiddleware
 from bulkops.api.routes import (
+    actions,
     bulks,
     caller,
     events,
@@ -102,6 +103,7 @@ def create_app(
         events,
         caller,
         health,
+        actions,
     )
     for routes in (*routes_in_order, metrics_routes):
         app.include_router(routes.router)

@@ -260,13 +260,32 @@ class AsyncClient(HttpSession):
         """Whether the failed rows can be retried, and why not."""
         return await self._model(RetryEligibility, "GET", f"/api/bulks/{id}/retry/eligibility")
 
-    async def retry_bulk(self, id: UUID | str) -> RetryResult:
-        """Retry every failed row; 409 (ApiError, with ``reason``) when refused."""
-        return await self._model(RetryResult, "POST", f"/api/bulks/{id}/retry")
+    async def retry_bulk(
+        self,
+        id: UUID | str,
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+    ) -> RetryResult:
+        """Retry every failed row; 409 (ApiError, with ``reason``) when refused. With
+        ``from_step`` (a pipeline's step name) and ``include_completed``, restart the rows
+        from that step (Completed rows too)."""
+        body = _restart(from_step, include_completed)
+        return await self._model(
+            RetryResult, "POST", f"/api/bulks/{id}/retry", json=body if body else None
+        )
 
-    async def retry_bulk_rows(self, id: UUID | str, row_numbers: list[int]) -> RetryResult:
-        """Retry the chosen failed rows."""
-        body = {"rowNumbers": list(row_numbers)}
+    async def retry_bulk_rows(
+        self,
+        id: UUID | str,
+        row_numbers: list[int],
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+    ) -> RetryResult:
+        """Retry the chosen failed rows (restart them with ``from_step`` and
+        ``include_completed``)."""
+        body = {"rowNumbers": list(row_numbers), **_restart(from_step, include_completed)}
         return await self._model(RetryResult, "POST", f"/api/bulks/{id}/retry/rows", json=body)
 
     async def get_retry_history(
@@ -299,17 +318,23 @@ class AsyncClient(HttpSession):
     # --- events and health -----------------------------------------------------------------
 
     async def get_events(
-        self, *, since: int | None = None, limit: int | None = None
+        self, *, since: int | None = None, limit: int | None = None, actor: str | None = None
     ) -> list[Event]:
-        """The event feed across operations, oldest first (``since``: exclusive cursor)."""
-        params = query(since=since, limit=limit)
+        """The event feed across operations, oldest first (``since``: exclusive cursor;
+        ``actor``: only the events it caused)."""
+        params = query(since=since, limit=limit, actor=actor)
         return _EVENTS.validate_python(await self._json("GET", "/api/events", params=params))
 
     async def get_bulk_events(
-        self, id: UUID | str, *, since: int | None = None, limit: int | None = None
+        self,
+        id: UUID | str,
+        *,
+        since: int | None = None,
+        limit: int | None = None,
+        actor: str | None = None,
     ) -> list[Event]:
-        """One operation's events, oldest first."""
-        params = query(since=since, limit=limit)
+        """One operation's events, oldest first (``actor``: only the events it caused)."""
+        params = query(since=since, limit=limit, actor=actor)
         body = await self._json("GET", f"/api/bulks/{id}/events", params=params)
         return _EVENTS.validate_python(body)
 
@@ -444,3 +469,13 @@ def _segment(key: str) -> str:
     from urllib.parse import quote
 
     return quote(key, safe="")
+
+
+def _restart(from_step: str | None, include_completed: bool) -> dict[str, Any]:
+    """The restart options of a retry body (empty for a plain retry)."""
+    body: dict[str, Any] = {}
+    if from_step is not None:
+        body["fromStep"] = from_step
+    if include_completed:
+        body["includeCompleted"] = True
+    return body

@@ -159,13 +159,15 @@ class Client:
         """See ``AsyncClient.get_retry_eligibility``."""
         return self._run(self._async.get_retry_eligibility(id))
 
-    def retry_bulk(self, id: UUID | str) -> RetryResult:
+    def retry_bulk(self, id: UUID | str, **options: Any) -> RetryResult:
         """See ``AsyncClient.retry_bulk``."""
-        return self._run(self._async.retry_bulk(id))
+        return self._run(self._async.retry_bulk(id, **options))
 
-    def retry_bulk_rows(self, id: UUID | str, row_numbers: list[int]) -> RetryResult:
+    def retry_bulk_rows(
+        self, id: UUID | str, row_numbers: list[int], **options: Any
+    ) -> RetryResult:
         """See ``AsyncClient.retry_bulk_rows``."""
-        return self._run(self._async.retry_bulk_rows(id, row_numbers))
+        return self._run(self._async.retry_bulk_rows(id, row_numbers, **options))
 
     def get_retry_history(self, id: UUID | str, **options: Any) -> Page[RetryHistoryItem]:
         """See ``AsyncClient.get_retry_history``."""
@@ -179,9 +181,11 @@ class Client:
         """See ``AsyncClient.fail_step``."""
         return self._run(self._async.fail_step(id, key, error_message))
 
-    def get_events(self, *, since: int | None = None, limit: int | None = None) -> list[Event]:
+    def get_events(
+        self, *, since: int | None = None, limit: int | None = None, actor: str | None = None
+    ) -> list[Event]:
         """See ``AsyncClient.get_events``."""
-        return self._run(self._async.get_events(since=since, limit=limit))
+        return self._run(self._async.get_events(since=since, limit=limit, actor=actor))
 
     def get_bulk_events(self, id: UUID | str, **options: Any) -> list[Event]:
         """See ``AsyncClient.get_bulk_events``."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from uuid import UUID
 
+from bulkops.storage.actions import ActionItem, ActionRecord, ActionStatus, Outcome
 from bulkops.storage.lifecycle import OperationChange, RowCounts
 from bulkops.storage.records import (
     ActiveLimit,
@@ -442,3 +443,57 @@ class FileStore(Protocol):
 
     async def delete(self, file_id: str) -> None:
         """Remove a stored file; missing files are ignored."""
+
+
+class ActionStore(Protocol):
+    """Bulk actions and their items (see ``storage.actions``), shared by every process on
+    the same storage: any of them may resume an action whose runner stopped."""
+
+    async def add_action(self, record: ActionRecord, operation_ids: Sequence[UUID]) -> None:
+        """Insert the action and one pending item per operation (positions from 0, in
+        this order), in one transaction."""
+
+    async def get_action(self, action_id: UUID) -> ActionRecord | None:
+        """The action, or None."""
+
+    async def list_actions(
+        self, *, tenant: str | None, scoped: bool, page: int, page_size: int
+    ) -> Page[ActionRecord]:
+        """A page of actions, newest first (then by id); with ``scoped`` only those whose
+        tenant is ``tenant``."""
+
+    async def action_items(
+        self, action_id: UUID, outcomes: Collection[Outcome], limit: int
+    ) -> Sequence[ActionItem]:
+        """Up to ``limit`` items of the action with one of ``outcomes``, by position."""
+
+    async def claim_action(
+        self, runner: str, now: datetime, stale_before: datetime
+    ) -> ActionRecord | None:
+        """Take one Running action nobody holds, or whose runner's heartbeat is older
+        than ``stale_before`` (oldest first): it is held by ``runner`` from ``now``.
+        Concurrent claimers never get the same action. None when there is none."""
+
+    async def record_item(
+        self,
+        action_id: UUID,
+        position: int,
+        outcome: Outcome,
+        reason: str | None,
+        runner: str,
+        now: datetime,
+    ) -> bool:
+        """Record a pending item's outcome and count it on the action, renewing the
+        runner's heartbeat, in one transaction; only while ``runner`` holds the Running
+        action and the item is pending (False otherwise, nothing written)."""
+
+    async def heartbeat_action(self, action_id: UUID, runner: str, now: datetime) -> bool:
+        """Renew the heartbeat of a Running action ``runner`` holds; False when it does not
+        hold it (another runner took it, or it ended)."""
+
+    async def end_action(
+        self, action_id: UUID, status: ActionStatus, now: datetime, runner: str | None = None
+    ) -> ActionRecord | None:
+        """Move a Running action to ``status`` (Completed or Cancelled) at ``now``, released;
+        with ``runner``, only while it holds it. Returns the action after it, or None when
+        it was not Running (or not held)."""
