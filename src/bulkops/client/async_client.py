@@ -10,6 +10,7 @@ from uuid import UUID
 
 from pydantic import TypeAdapter
 
+from bulkops.client.action_models import Action, ActionDetail, ActionPreview
 from bulkops.client.errors import ApiError
 from bulkops.client.http import DEFAULT_URL as DEFAULT_URL
 from bulkops.client.http import HttpSession, query
@@ -243,6 +244,51 @@ class AsyncClient(HttpSession):
     async def cancel_bulk(self, id: UUID | str) -> StatusView:
         """Cancel; 409 (ApiError) when it already finished."""
         return await self._model(StatusView, "POST", f"/api/bulks/{id}/cancel")
+
+    # --- bulk actions -----------------------------------------------------------------------
+
+    async def create_action(
+        self,
+        action: str,
+        filter: Mapping[str, Any],
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+        reason: str | None = None,
+    ) -> Action:
+        """Start a bulk action (``retry``, ``cancel`` or ``restart``) on every operation
+        ``filter`` matches (wire names: ``ids``, ``operationName``, ``status``,
+        ``createdBy``, ``from``, ``to``); 400 (ApiError) for an empty filter."""
+        body = _action_body(action, filter, from_step, include_completed, reason)
+        return await self._model(Action, "POST", "/api/actions", json=body)
+
+    async def preview_action(
+        self,
+        action: str,
+        filter: Mapping[str, Any],
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+    ) -> ActionPreview:
+        """How many operations the action would act on, and the first 25 (acts on none)."""
+        body = _action_body(action, filter, from_step, include_completed, None)
+        body["preview"] = True
+        return await self._model(ActionPreview, "POST", "/api/actions", json=body)
+
+    async def get_action(self, id: UUID | str) -> ActionDetail:
+        """An action, its progress and the operations it skipped or failed on."""
+        return await self._model(ActionDetail, "GET", f"/api/actions/{id}")
+
+    async def get_actions(
+        self, *, page: int | None = None, page_size: int | None = None
+    ) -> Page[Action]:
+        """Bulk actions, newest first."""
+        params = query(page=page, pageSize=page_size)
+        return await self._model(Page[Action], "GET", "/api/actions", params=params)
+
+    async def cancel_action(self, id: UUID | str) -> Action:
+        """Stop a Running action; 409 (ApiError) when it already ended."""
+        return await self._model(Action, "POST", f"/api/actions/{id}/cancel")
 
     async def fix_bulk_row(
         self, id: UUID | str, row_number: int, row_data: Mapping[str, Any]
@@ -478,4 +524,22 @@ def _restart(from_step: str | None, include_completed: bool) -> dict[str, Any]:
         body["fromStep"] = from_step
     if include_completed:
         body["includeCompleted"] = True
+    return body
+
+
+def _action_body(
+    action: str,
+    filter: Mapping[str, Any],
+    from_step: str | None,
+    include_completed: bool,
+    reason: str | None,
+) -> dict[str, Any]:
+    """The body of ``POST /api/actions``."""
+    body: dict[str, Any] = {"action": action, "filter": dict(filter)}
+    if from_step is not None:
+        body["fromStep"] = from_step
+    if include_completed:
+        body["includeCompleted"] = True
+    if reason is not None:
+        body["reason"] = reason
     return body

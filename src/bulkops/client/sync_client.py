@@ -14,6 +14,7 @@ from uuid import UUID
 
 import httpx
 
+from bulkops.client.action_models import Action, ActionDetail, ActionPreview
 from bulkops.client.async_client import DEFAULT_URL, AsyncClient, ProgressCallback
 from bulkops.client.models import (
     CreateResult,
@@ -158,6 +159,28 @@ class Client:
     def get_retry_eligibility(self, id: UUID | str) -> RetryEligibility:
         """See ``AsyncClient.get_retry_eligibility``."""
         return self._run(self._async.get_retry_eligibility(id))
+
+    def create_action(self, action: str, filter: Mapping[str, Any], **options: Any) -> Action:
+        """See ``AsyncClient.create_action``."""
+        return self._run(self._async.create_action(action, filter, **options))
+
+    def preview_action(
+        self, action: str, filter: Mapping[str, Any], **options: Any
+    ) -> ActionPreview:
+        """See ``AsyncClient.preview_action``."""
+        return self._run(self._async.preview_action(action, filter, **options))
+
+    def get_action(self, id: UUID | str) -> ActionDetail:
+        """See ``AsyncClient.get_action``."""
+        return self._run(self._async.get_action(id))
+
+    def get_actions(self, **options: Any) -> Page[Action]:
+        """See ``AsyncClient.get_actions``."""
+        return self._run(self._async.get_actions(**options))
+
+    def cancel_action(self, id: UUID | str) -> Action:
+        """See ``AsyncClient.cancel_action``."""
+        return self._run(self._async.cancel_action(id))
 
     def retry_bulk(self, id: UUID | str, **options: Any) -> RetryResult:
         """See ``AsyncClient.retry_bulk``."""

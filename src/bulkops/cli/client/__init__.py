@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from bulkops.cli.client.act import act
 from bulkops.cli.client.commands import (
     cancel,
     download,
@@ -61,6 +62,7 @@ def register(app: typer.Typer, *, prune_events: PruneEvents | None = None) -> No
         download,
         template,
         fix,
+        act,
     ):
         name = "list" if command is list_operations else command.__name__
         app.command(name)(command)
