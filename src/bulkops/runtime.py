@@ -10,6 +10,7 @@ import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from bulkops.channels import Channel, load_channels
@@ -216,6 +217,7 @@ class Runtime:
                 retries,
                 runner_id=new_worker_id(),
                 rate=settings.action_rate,
+                stale_after=timedelta(seconds=settings.abandon_after),
             )
             actions.notify(runner.started)
         return cls(

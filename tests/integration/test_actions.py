@@ -11,9 +11,17 @@ from typing import Any
 import httpx
 import pytest
 
+from bulkops.clock import utcnow
+from bulkops.storage.actions import ActionKind, ActionRecord, ActionStatus
 from tests.integration import restart_operations as rst
 from tests.integration.auth_support import bearer
-from tests.integration.conftest import ClientFactory, create_ok, wait_status, wait_until
+from tests.integration.conftest import (
+    ClientFactory,
+    create_ok,
+    runtime_of,
+    wait_status,
+    wait_until,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -221,3 +229,37 @@ async def test_a_tenant_acts_only_on_its_own_operations(
     assert (await client.get("/api/actions", headers=bearer("globex"))).json()["totalCount"] == 0
     cancel = await client.post(f"/api/actions/{action['id']}/cancel", headers=bearer("globex"))
     assert cancel.status_code == 404
+
+
+async def test_an_operation_acted_on_before_its_runner_died_is_not_acted_on_again(
+    options: dict[str, Any], make_client: ClientFactory
+) -> None:
+    """A runner that acted on an operation and died before recording it: the runner that
+    takes the action over records it done (the act stamped the operation) and acts on
+    the rest, each once."""
+    client = await make_client(rst.ALL, **{**options, "abandon_after": 1.5})
+    first, second = [await finished(client, name) for name in ("x1", "x2")]
+    runtime = runtime_of(client)
+    now = utcnow()
+    record = ActionRecord(
+        id=uuid.uuid4(),
+        action=ActionKind.RETRY,
+        filter={"ids": [first, second]},
+        status=ActionStatus.RUNNING,
+        matched=2,
+        created_by="ada",
+        created_at=now,
+        runner="a-runner-that-died",
+        heartbeat_at=now,
+    )
+    await runtime.actions._actions.add_action(record, [uuid.UUID(first), uuid.UUID(second)])
+    # What the dead runner did: the act on the first operation, without its record.
+    await runtime.retries.retry(uuid.UUID(first), actor="ada", action_id=record.id)
+    ended = await wait_action(client, str(record.id))
+    assert (ended["done"], ended["skipped"], ended["failed"]) == (2, 0, 0), ended
+    for operation_id in (first, second):
+        await wait_status(client, operation_id)
+        detail = (await client.get(f"/api/bulks/{operation_id}")).json()
+        assert (detail["status"], detail["retryCount"]) == ("Completed", 1)
+    history = (await client.get(f"/api/bulks/{first}/retry/history")).json()
+    assert history["totalCount"] == 1

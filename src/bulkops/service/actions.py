@@ -34,7 +34,7 @@ log = logging.getLogger("bulkops.actions")
 PREVIEW_IDS = 25  # operation ids a preview lists
 MAX_ITEMS = 1_000  # skipped and failed items an action's detail lists
 _LIST_PAGE = 500  # operations read per page while matching
-_STALE_AFTER = timedelta(seconds=30)  # a runner silent this long is taken over
+STALE_AFTER = timedelta(seconds=30)  # a runner silent this long is taken over
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +245,8 @@ class ActionRunner:
         runner_id: this runner's name, stored as the holder of the action it runs.
         rate: operations acted on per second (BULKOPS_ACTION_RATE).
         poll_interval: seconds between looks for an action to run.
+        stale_after: how long a runner may stay silent before another takes its action
+            over (BULKOPS_ABANDON_AFTER, as for held operations).
     """
 
     def __init__(
@@ -257,7 +259,7 @@ class ActionRunner:
         runner_id: str,
         rate: float,
         poll_interval: float = 1.0,
-        stale_after: timedelta = _STALE_AFTER,
+        stale_after: timedelta = STALE_AFTER,
     ) -> None:
         self._actions = actions
         self._operations = operations
@@ -267,6 +269,8 @@ class ActionRunner:
         self._interval = 1.0 / rate if rate > 0 else 0.0
         self._poll_interval = poll_interval
         self._stale_after = stale_after
+        # A slow pace still renews the heartbeat well within the time it is trusted.
+        self._beat_every = max(stale_after.total_seconds() / 4, 0.05)
         self.started = asyncio.Event()  # set when an action starts in this process
 
     async def run(self) -> None:
@@ -298,16 +302,12 @@ class ActionRunner:
             if not items:
                 break
             for item in items:
-                current = await self._actions.get_action(action.id)
-                if (
-                    current is None
-                    or current.status is not ActionStatus.RUNNING
-                    or current.runner != self._runner
-                ):
+                if not await self._beat(action.id):
                     return  # cancelled, or taken over by another runner
-                delay = next_at - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                while (delay := next_at - time.monotonic()) > 0:
+                    await asyncio.sleep(min(delay, self._beat_every))
+                    if not await self._beat(action.id):
+                        return
                 next_at = max(next_at, time.monotonic()) + self._interval
                 outcome, reason = await self._act(action, item.operation_id)
                 recorded = await self._actions.record_item(
@@ -318,6 +318,10 @@ class ActionRunner:
         await self._actions.end_action(
             action.id, ActionStatus.COMPLETED, utcnow(), runner=self._runner
         )
+
+    async def _beat(self, action_id: UUID) -> bool:
+        """Say this runner is alive; False once it no longer holds the Running action."""
+        return await self._actions.heartbeat_action(action_id, self._runner, utcnow())
 
     async def _act(self, action: ActionRecord, operation_id: UUID) -> tuple[Outcome, str | None]:
         """Act on one operation (unless this action already did: a crash came between
