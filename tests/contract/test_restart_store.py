@@ -94,7 +94,12 @@ async def test_a_restart_resets_from_its_step_and_leaves_the_counters_within_the
         (RowState.PENDING, 1),
     ]
     history = await stores.retries.history(operation_id, row_number=None, page=1, page_size=10)
-    assert [entry.row_number for entry in history.items] == [3]  # only the failure
+    # Every row the round reset, as it stood: the completed ones without an error.
+    assert [(e.row_number, e.error_type) for e in history.items] == [
+        (1, None),
+        (2, None),
+        (3, ErrorType.STEP_FAILURE),
+    ]
     events = await stores.events.read(after=None, limit=10, operation_id=operation_id)
     assert events[-1].type is EventType.STATUS_CHANGED and events[-1].actor == "bob"
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 
 from bulkops.api.deps import IsoDateTime
 from bulkops.api.schemas import Schema
@@ -55,10 +55,10 @@ class ActionRequestSchema(Schema):
 
     action: Literal["retry", "cancel", "restart"]
     filter: ActionFilterSchema
-    from_step: str | None = None
-    include_completed: bool = False
+    from_step: str | None = Field(default=None, min_length=1)
+    include_completed: StrictBool = False
     reason: str | None = Field(default=None, max_length=2000)
-    preview: bool = False
+    preview: StrictBool = False
 
     def to_request(self) -> ActionRequest:
         """The service's request."""

@@ -437,8 +437,15 @@ class RetryRowsRequest(Schema):
     """Body of a selected-rows retry (an empty list is refused: it is not "every row")."""
 
     row_numbers: list[Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]] = Field(min_length=1)
-    from_step: str | None = None  # restart them from this step of a pipeline
+    from_step: str | None = Field(default=None, min_length=1)  # restart from this step
     include_completed: bool = False  # Completed rows too (a restart)
+
+
+class RetryRequest(Schema):
+    """Optional body of a retry of every failed row: a restart from a step."""
+
+    from_step: str | None = Field(default=None, min_length=1)  # a step of a pipeline
+    include_completed: bool = False  # Completed rows (and a Completed operation) too
 
 
 class RetryResultSchema(Schema):

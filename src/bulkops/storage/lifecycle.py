@@ -424,7 +424,8 @@ def resolve_wait(row: RowRecord, outcome: WaitOutcome) -> RowRecord:
 
 
 def retry_snapshot(row: RowRecord) -> RetrySnapshot:
-    """The retry history entry of a failed row about to be reset."""
+    """The retry history entry of a row about to be reset: a failed one with its error,
+    a Completed one a restart runs again with none."""
     return RetrySnapshot(
         operation_id=row.operation_id,
         row_number=row.row_number,

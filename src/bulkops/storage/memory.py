@@ -700,9 +700,8 @@ class MemoryStore:
         history = self._history.setdefault(request.operation_id, [])
         failed = 0
         for row in chosen:
-            if row.state is RowState.FAILED:
-                failed += 1
-                history.append(lifecycle.retry_snapshot(row))
+            failed += row.state is RowState.FAILED
+            history.append(lifecycle.retry_snapshot(row))
             stored[row.row_number] = lifecycle.reset_row(request, row)
         change = lifecycle.retry_round(record, request, now, failed, len(chosen) - failed)
         self.events.append_now(change.events)

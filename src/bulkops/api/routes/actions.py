@@ -4,7 +4,7 @@ GET /api/actions/{id}, POST /api/actions/{id}/cancel."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 import pydantic
 from fastapi import APIRouter, Depends, Path, Request
@@ -23,6 +23,26 @@ from bulkops.errors import BadRequest, NotFound
 from bulkops.service.queries import clamp_paging
 
 router = APIRouter(prefix="/api/actions", tags=["actions"])
+
+
+def inline_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema with its ``$defs`` put in place (a request body declared by
+    hand has no components of its own to refer to)."""
+    schema = model.model_json_schema(by_alias=True)
+    defs: dict[str, Any] = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
 
 
 async def action_id(
@@ -46,14 +66,25 @@ ActionId = Annotated[uuid.UUID, Depends(action_id)]
     response_model_exclude_none=True,
     responses={
         200: {"model": ActionPreviewSchema, "description": "The preview (preview: true)"},
+        202: {
+            "description": "The action, started",
+            "links": {
+                "GetAction": {
+                    "operationId": "getAction",
+                    "parameters": {"id": "$response.body#/id"},
+                },
+                "CancelAction": {
+                    "operationId": "cancelAction",
+                    "parameters": {"id": "$response.body#/id"},
+                },
+            },
+        },
         **error_responses(400),
     },
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {
-                "application/json": {"schema": ActionRequestSchema.model_json_schema(by_alias=True)}
-            },
+            "content": {"application/json": {"schema": inline_schema(ActionRequestSchema)}},
         }
     },
 )

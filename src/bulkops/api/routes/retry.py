@@ -21,6 +21,7 @@ from bulkops.api.schemas import (
     EligibilitySchema,
     PageSchema,
     RetryHistorySchema,
+    RetryRequest,
     RetryResultSchema,
     RetryRowsRequest,
     error_responses,
@@ -61,15 +62,29 @@ async def get_retry_eligibility(
     operation_id="retryBulk",
     response_model=RetryResultSchema,
     response_model_exclude_none=True,
-    responses=_ERRORS,
+    responses=error_responses(400, 404, 409),
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": {"schema": RetryRequest.model_json_schema(by_alias=True)}
+            },
+        }
+    },
 )
 async def retry_bulk(
     operation_id: OperationId,
     request: Request,
     runtime: RuntimeDep,
     actor: ActorDep,
-    from_step: Annotated[str | None, Query(alias="fromStep")] = None,
-    include_completed: Annotated[bool | None, Query(alias="includeCompleted")] = None,
+    from_step: Annotated[
+        str | None,
+        Query(alias="fromStep", min_length=1, description="Restart from this pipeline step"),
+    ] = None,
+    include_completed: Annotated[
+        bool | None,
+        Query(alias="includeCompleted", description="Restart Completed rows too"),
+    ] = None,
 ) -> RetryResultSchema:
     """Retry every failed row that can be retried; 409 with the reason when refused.
 
@@ -135,7 +150,7 @@ def _restart(
     """The restart options of a retry request: the body's, else the query's."""
     step = body.get("fromStep", from_step)
     completed = body.get("includeCompleted", include_completed)
-    if step is not None and (not isinstance(step, str) or not step.strip()):
+    if step is not None and (not isinstance(step, str) or not step):
         raise BadRequest("fromStep must be a step name")
     if completed is not None and not isinstance(completed, bool):
         raise BadRequest("includeCompleted must be true or false")

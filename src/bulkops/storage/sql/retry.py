@@ -110,14 +110,11 @@ class RetryMethods(SqlBase):
                 return None
             failed = 0
             async for rows in _qualifying(conn, request):
-                history = [
-                    _snapshot_values(lifecycle.retry_snapshot(row))
-                    for row in rows
-                    if row.state is RowState.FAILED
-                ]
-                if history:
-                    await conn.execute(retry_history.insert(), history)
-                failed += len(history)
+                # Every row a round resets is kept in the history as it stood (a Completed
+                # row a restart runs again, without an error).
+                history = [_snapshot_values(lifecycle.retry_snapshot(row)) for row in rows]
+                await conn.execute(retry_history.insert(), history)
+                failed += sum(1 for row in rows if row.state is RowState.FAILED)
                 fresh = [lifecycle.reset_row(request, row) for row in rows]
                 await dialect.upsert_rows(conn, request.operation_id, fresh)
                 reset += len(rows)
