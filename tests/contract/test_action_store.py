@@ -64,6 +64,8 @@ async def test_one_runner_holds_an_action_until_it_goes_quiet(actions: ActionSto
     other = await actions.claim_action("r2", BASE_TIME, stale)
     assert other is not None and other.id == second.id
     assert await actions.claim_action("r3", BASE_TIME, stale) is None
+    again = await actions.claim_action("r1", BASE_TIME, stale)  # its own, after a failure
+    assert again is not None and again.id == first.id
     assert await actions.heartbeat_action(first.id, "r1", LATER)
     assert not await actions.heartbeat_action(first.id, "r3", LATER)
     # r1 goes quiet: r3 takes its action over, and r1 can no longer record anything.

@@ -64,7 +64,11 @@ class MemoryActionStore:
             a
             for a in self._actions.values()
             if a.status is ActionStatus.RUNNING
-            and (a.runner is None or a.heartbeat_at is None or a.heartbeat_at < stale_before)
+            and (
+                a.runner in (None, runner)
+                or a.heartbeat_at is None
+                or a.heartbeat_at < stale_before
+            )
         ]
         if not free:
             return None

@@ -470,8 +470,9 @@ class ActionStore(Protocol):
     async def claim_action(
         self, runner: str, now: datetime, stale_before: datetime
     ) -> ActionRecord | None:
-        """Take one Running action nobody holds, or whose runner's heartbeat is older
-        than ``stale_before`` (oldest first): it is held by ``runner`` from ``now``.
+        """Take one Running action nobody holds, that ``runner`` holds already (it stopped
+        working on it after a storage failure), or whose runner's heartbeat is older than
+        ``stale_before`` (oldest first): it is held by ``runner`` from ``now``.
         Concurrent claimers never get the same action. None when there is none."""
 
     async def record_item(

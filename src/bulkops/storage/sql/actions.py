@@ -130,7 +130,12 @@ class SqlActionStore:
         """Take the oldest free Running action: a compare-and-set on its holder."""
         free = (
             _a.status == _RUNNING,
-            or_(_a.runner.is_(None), _a.heartbeat_at.is_(None), _a.heartbeat_at < stale_before),
+            or_(
+                _a.runner.is_(None),
+                _a.runner == runner,  # its own, left after a storage failure
+                _a.heartbeat_at.is_(None),
+                _a.heartbeat_at < stale_before,
+            ),
         )
         candidates = select(_a.id).where(*free).order_by(_a.created_at, _a.id).limit(5)
         async with self._db.write() as conn:
