@@ -10,6 +10,7 @@ import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from bulkops.channels import Channel, load_channels
@@ -33,6 +34,7 @@ from bulkops.service import (
     SignalService,
     SubmissionService,
 )
+from bulkops.service.actions import ActionRunner, ActionService
 from bulkops.service.export import ExportService
 from bulkops.service.fixes import FixService
 from bulkops.service.retry import RetryService
@@ -45,6 +47,7 @@ from bulkops.sources.opener import UrlSources
 from bulkops.storage.files import open_file_store
 from bulkops.storage.liveness import NoLiveness
 from bulkops.storage.ports import (
+    ActionStore,
     ChunkStore,
     DeliveryStore,
     EventStore,
@@ -103,11 +106,14 @@ class Runtime:
     undos: UndoService
     mappings: MappingService
     usage: UsageService
+    actions: ActionService
     row_helpers: RowHelpers | None = None  # processes that run the rows of chunks
     _database: Database | None = None
     _dispatcher: Dispatcher | None = None  # sends the notification outbox
     _channels: Mapping[str, Channel] = field(default_factory=dict)
     _dispatching: asyncio.Task[None] | None = None
+    _action_runner: ActionRunner | None = None  # runs bulk actions (processing roles)
+    _acting: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -141,8 +147,12 @@ class Runtime:
         events: EventStore
         wakeups: WakeUps = NoWakeUps()
         liveness: Liveness = NoLiveness()
+        action_store: ActionStore
         if url.startswith(MEMORY_URL):
             from bulkops.storage.memory import MemoryEventStore, MemoryMappingStore, MemoryStore
+            from bulkops.storage.memory_actions import MemoryActionStore
+
+            action_store = MemoryActionStore()
 
             memory_events = MemoryEventStore()
             memory = MemoryStore(memory_events)
@@ -175,6 +185,9 @@ class Runtime:
             operations, rows, retry_store, limits, chunks = sql, sql, sql, sql, sql
             deliveries = sql
             mapping_store = sql
+            from bulkops.storage.sql.actions import SqlActionStore
+
+            action_store = SqlActionStore(database)
             if database.dialect.name == "postgresql":
                 from bulkops.storage.sql.liveness import PostgresLiveness
                 from bulkops.storage.sql.wakeups import PostgresWakeUps
@@ -221,6 +234,28 @@ class Runtime:
         signals = SignalService(rows, hub, stores.wakeups, metrics, operations=operations)
         helpers = cls._row_helpers(settings, registry, role)
         scheduler = cls._scheduler(settings, registry, stores, role, hub, metrics, helpers)
+        commands = CommandService(operations)
+        retries = RetryService(
+            registry,
+            operations,
+            rows,
+            retry_store,
+            scheduler,
+            max_retry_attempts=settings.max_retry_attempts,
+        )
+        actions = ActionService(action_store, operations)
+        runner = None
+        if role != "api":  # processing processes run bulk actions beside their work
+            runner = ActionRunner(
+                action_store,
+                operations,
+                commands,
+                retries,
+                runner_id=new_worker_id(),
+                rate=settings.action_rate,
+                stale_after=timedelta(seconds=settings.abandon_after),
+            )
+            actions.notify(runner.started)
         return cls(
             settings=settings,
             metrics=metrics,
@@ -245,20 +280,13 @@ class Runtime:
                 sources=sources,
             ),
             queries=QueryService(operations, rows, files, deliveries),
-            commands=CommandService(operations),
+            commands=commands,
             feed=FeedService(events, operations),
             signals=signals,
             exports=ExportService(
                 operations, rows, registry, escape_formulas=settings.export_escape_formulas
             ),
-            retries=RetryService(
-                registry,
-                operations,
-                rows,
-                retry_store,
-                scheduler,
-                max_retry_attempts=settings.max_retry_attempts,
-            ),
+            retries=retries,
             undos=UndoService(
                 registry,
                 operations,
@@ -274,6 +302,8 @@ class Runtime:
                 rows,
                 escape_formulas=settings.export_escape_formulas,
             ),
+            actions=actions,
+            _action_runner=runner,
             _database=database,
             _dispatcher=None
             if role == "api"
@@ -360,9 +390,15 @@ class Runtime:
         await self.scheduler.start()
         if self._dispatcher is not None:
             self._dispatching = asyncio.create_task(self._dispatcher.run())
+        if self._action_runner is not None:
+            self._acting = asyncio.create_task(self._action_runner.run())
 
     async def close(self) -> None:
         """Drain processing, then close storage."""
+        if self._acting is not None:  # before processing stops: an act may queue work
+            self._acting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._acting
         await self.scheduler.stop()
         if self._dispatching is not None:
             self._dispatching.cancel()

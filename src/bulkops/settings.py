@@ -410,6 +410,12 @@ class Settings(BaseSettings):
         "connect and statement time limits, TCP keepalives, for a partition that drops "
         "packets without a reset (0: no limit).",
     )
+    action_rate: float = Field(
+        default=20.0,
+        gt=0,
+        description="Operations a bulk action (POST /api/actions) acts on per second, in "
+        "each process running one.",
+    )
 
     @field_validator("operations", "cors_origins", "auth_jwt_required_claims", mode="before")
     @classmethod

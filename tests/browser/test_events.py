@@ -29,3 +29,14 @@ def test_feed_shows_only_events_after_opening(page: Page, instance: Instance, cr
 
     new.filter(has_text="Completed").get_by_role("link", name="gated-import").click()
     expect(page).to_have_url(f"{instance.url}/dashboard/bulks/{after}")
+
+
+def test_feeds_show_who_caused_each_event(page: Page, instance: Instance, creator: str) -> None:
+    operation_id = instance.submit("gated-import", GOOD, {"requestedBy": "me"}, created_by=creator)
+    instance.wait_terminal(operation_id)
+    page.goto(f"/dashboard/bulks/{operation_id}")
+    table = page.get_by_role("region", name="Events of this operation")
+    created = table.locator("tbody tr", has_text="Created")
+    expect(created.locator("td[data-label=Actor]")).to_have_text(creator)
+    finished = table.locator("tbody tr", has_text="rows succeeded")
+    expect(finished.locator("td[data-label=Actor]")).to_have_text("system")

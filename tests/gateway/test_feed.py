@@ -114,3 +114,17 @@ async def test_a_new_gateway_continues_the_cursor_of_an_old_one(
     assert {e["operationId"] for e in fresh} == {operation_id}
     assert fresh[0]["type"] == "Created"
     assert min(e["sequence"] for e in fresh) > cursor
+
+
+async def test_the_merged_feed_and_an_operations_feed_filter_by_actor(
+    trio: list[BackendServer], make_gateway: GatewayFactory
+) -> None:
+    gateway = await make_gateway(trio)
+    operation_id = await create(gateway, "beta-import")
+    await wait_finished(gateway, operation_id)
+    everything = (await gateway.get("/api/events?limit=1000")).json()
+    system = (await gateway.get("/api/events", params={"actor": "system", "limit": 1000})).json()
+    assert system and system == [e for e in everything if e["actor"] == "system"]
+    assert len(system) < len(everything)  # the create is its creator's
+    own = await gateway.get(f"/api/bulks/{operation_id}/events", params={"actor": "system"})
+    assert {e["actor"] for e in own.json()} == {"system"}

@@ -106,7 +106,7 @@ async def test_every_route_hides_another_tenants_operation(service: httpx.AsyncC
     walked = _requests(document, acme_id)
     assert sum("id" in names for _, _, names in walked) >= 15
     for method, path, names in walked:
-        if "id" not in names:
+        if "id" not in names or path.startswith("/api/actions/"):  # those name actions
             continue
         answer = await service.request(method, path, json=ANY_BODY, headers=bearer(GLOBEX))
         assert answer.status_code == 404, (method, path, answer.status_code, answer.text)

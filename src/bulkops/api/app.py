@@ -16,6 +16,7 @@ from bulkops.api.errors import install_error_handlers
 from bulkops.api.openapi import install_openapi
 from bulkops.api.request_metrics import RequestMetricsMiddleware
 from bulkops.api.routes import (
+    actions,
     bulks,
     caller,
     events,
@@ -130,6 +131,7 @@ def create_app(
         caller,
         usage,
         health,
+        actions,
     )
     for routes in (*routes_in_order, metrics_routes):
         app.include_router(routes.router)

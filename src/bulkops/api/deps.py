@@ -44,7 +44,7 @@ async def operation_in_scope(request: Request) -> None:
     Unscoped callers cost nothing here; a scoped caller's operation is read once more.
     """
     raw = request.path_params.get("id")
-    if raw is None or not _api_path(request):
+    if raw is None or not _api_path(request) or _action_path(request):
         return
     tenant = await caller_tenant(request)
     if tenant is None:
@@ -55,6 +55,12 @@ async def operation_in_scope(request: Request) -> None:
         raise NotFound(f"Operation {raw} not found") from None
     runtime: Runtime = request.app.state.runtime
     await runtime.queries.get(wanted, tenant=tenant)
+
+
+def _action_path(request: Request) -> bool:
+    # /api/actions/{id} names a bulk action, scoped by its own routes.
+    path: str = request.scope["path"]
+    return "/api/actions/" in path
 
 
 def _api_path(request: Request) -> bool:

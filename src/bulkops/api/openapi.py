@@ -170,7 +170,8 @@ def _link_created(create: JsonObject, schema: JsonObject) -> None:
     links: JsonObject = {}
     for path, _, operation in _operations(schema):
         operation_id = operation.get("operationId")
-        if "{id}" in path and operation_id:
+        # An action's {id} names the action, not an operation.
+        if "{id}" in path and operation_id and not path.startswith("/api/actions/"):
             links[operation_id[0].upper() + operation_id[1:]] = {
                 "operationId": operation_id,
                 "parameters": {"id": "$response.body#/operationId"},

@@ -212,12 +212,19 @@ class RowErrorSchema(Schema):
     signal_key: str | None = None
     row_data: dict[str, Any] | None = None
     fixed: bool | None = None  # true once its data was fixed in place (omitted otherwise)
+    # Its data before its first fix, once that differs from ``rowData`` (omitted otherwise).
+    original_row_data: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, row: RowRecord, fixed: bool = False) -> RowErrorSchema:
-        """Map a row record; ``fixed``: its data was fixed in place."""
+    def of(
+        cls, row: RowRecord, fixed: bool = False, original: dict[str, Any] | None = None
+    ) -> RowErrorSchema:
+        """Map a row record; ``fixed``: its data was fixed in place; ``original``: its data
+        before the first fix (shown when it differs from the row's data)."""
         schema = cls.from_record(row)
         schema.fixed = True if fixed else None
+        if original is not None and original != row.row_data:
+            schema.original_row_data = original
         return schema
 
 
@@ -317,6 +324,7 @@ class EventSchema(Schema):
     severity: str
     message: str
     timestamp: datetime
+    actor: str = "system"  # who caused it: a principal's name, "anonymous" or "system"
 
 
 class DeliverySchema(Schema):
@@ -436,6 +444,15 @@ class RetryRowsRequest(Schema):
     """Body of a selected-rows retry (an empty list is refused: it is not "every row")."""
 
     row_numbers: list[Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]] = Field(min_length=1)
+    from_step: str | None = Field(default=None, min_length=1)  # restart from this step
+    include_completed: bool = False  # Completed rows too (a restart)
+
+
+class RetryRequest(Schema):
+    """Optional body of a retry of every failed row: a restart from a step."""
+
+    from_step: str | None = Field(default=None, min_length=1)  # a step of a pipeline
+    include_completed: bool = False  # Completed rows (and a Completed operation) too
 
 
 class RetryResultSchema(Schema):

@@ -19,6 +19,7 @@ row is corrected in place with ``fix_bulk_row(id, row_number, row_data)``, and
 Every answer other than 2xx raises ``ApiError`` with its status code and error body.
 """
 
+from bulkops.client.action_models import Action, ActionDetail, ActionItem, ActionPreview
 from bulkops.client.async_client import AsyncClient
 from bulkops.client.errors import ApiError
 from bulkops.client.models import (
@@ -44,6 +45,10 @@ from bulkops.client.sync_client import Client
 from bulkops.wire import ErrorType, OperationStatus, RowState
 
 __all__ = [
+    "Action",
+    "ActionDetail",
+    "ActionItem",
+    "ActionPreview",
     "ApiError",
     "AsyncClient",
     "Client",

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from pydantic import TypeAdapter
 
+from bulkops.client.action_models import Action, ActionDetail, ActionPreview
 from bulkops.client.errors import ApiError
 from bulkops.client.http import DEFAULT_URL as DEFAULT_URL
 from bulkops.client.http import HttpSession, query
@@ -303,6 +304,51 @@ class AsyncClient(HttpSession):
         """Cancel; 409 (ApiError) when it already finished."""
         return await self._model(StatusView, "POST", f"/api/bulks/{id}/cancel")
 
+    # --- bulk actions -----------------------------------------------------------------------
+
+    async def create_action(
+        self,
+        action: str,
+        filter: Mapping[str, Any],
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+        reason: str | None = None,
+    ) -> Action:
+        """Start a bulk action (``retry``, ``cancel`` or ``restart``) on every operation
+        ``filter`` matches (wire names: ``ids``, ``operationName``, ``status``,
+        ``createdBy``, ``from``, ``to``); 400 (ApiError) for an empty filter."""
+        body = _action_body(action, filter, from_step, include_completed, reason)
+        return await self._model(Action, "POST", "/api/actions", json=body)
+
+    async def preview_action(
+        self,
+        action: str,
+        filter: Mapping[str, Any],
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+    ) -> ActionPreview:
+        """How many operations the action would act on, and the first 25 (acts on none)."""
+        body = _action_body(action, filter, from_step, include_completed, None)
+        body["preview"] = True
+        return await self._model(ActionPreview, "POST", "/api/actions", json=body)
+
+    async def get_action(self, id: UUID | str) -> ActionDetail:
+        """An action, its progress and the operations it skipped or failed on."""
+        return await self._model(ActionDetail, "GET", f"/api/actions/{id}")
+
+    async def get_actions(
+        self, *, page: int | None = None, page_size: int | None = None
+    ) -> Page[Action]:
+        """Bulk actions, newest first."""
+        params = query(page=page, pageSize=page_size)
+        return await self._model(Page[Action], "GET", "/api/actions", params=params)
+
+    async def cancel_action(self, id: UUID | str) -> Action:
+        """Stop a Running action; 409 (ApiError) when it already ended."""
+        return await self._model(Action, "POST", f"/api/actions/{id}/cancel")
+
     async def fix_bulk_row(
         self, id: UUID | str, row_number: int, row_data: Mapping[str, Any]
     ) -> RowError:
@@ -319,13 +365,32 @@ class AsyncClient(HttpSession):
         """Whether the failed rows can be retried, and why not."""
         return await self._model(RetryEligibility, "GET", f"/api/bulks/{id}/retry/eligibility")
 
-    async def retry_bulk(self, id: UUID | str) -> RetryResult:
-        """Retry every failed row; 409 (ApiError, with ``reason``) when refused."""
-        return await self._model(RetryResult, "POST", f"/api/bulks/{id}/retry")
+    async def retry_bulk(
+        self,
+        id: UUID | str,
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+    ) -> RetryResult:
+        """Retry every failed row; 409 (ApiError, with ``reason``) when refused. With
+        ``from_step`` (a pipeline's step name) and ``include_completed``, restart the rows
+        from that step (Completed rows too)."""
+        body = _restart(from_step, include_completed)
+        return await self._model(
+            RetryResult, "POST", f"/api/bulks/{id}/retry", json=body if body else None
+        )
 
-    async def retry_bulk_rows(self, id: UUID | str, row_numbers: list[int]) -> RetryResult:
-        """Retry the chosen failed rows."""
-        body = {"rowNumbers": list(row_numbers)}
+    async def retry_bulk_rows(
+        self,
+        id: UUID | str,
+        row_numbers: list[int],
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+    ) -> RetryResult:
+        """Retry the chosen failed rows (restart them with ``from_step`` and
+        ``include_completed``)."""
+        body = {"rowNumbers": list(row_numbers), **_restart(from_step, include_completed)}
         return await self._model(RetryResult, "POST", f"/api/bulks/{id}/retry/rows", json=body)
 
     async def get_retry_history(
@@ -376,17 +441,23 @@ class AsyncClient(HttpSession):
     # --- events and health -----------------------------------------------------------------
 
     async def get_events(
-        self, *, since: int | None = None, limit: int | None = None
+        self, *, since: int | None = None, limit: int | None = None, actor: str | None = None
     ) -> list[Event]:
-        """The event feed across operations, oldest first (``since``: exclusive cursor)."""
-        params = query(since=since, limit=limit)
+        """The event feed across operations, oldest first (``since``: exclusive cursor;
+        ``actor``: only the events it caused)."""
+        params = query(since=since, limit=limit, actor=actor)
         return _EVENTS.validate_python(await self._json("GET", "/api/events", params=params))
 
     async def get_bulk_events(
-        self, id: UUID | str, *, since: int | None = None, limit: int | None = None
+        self,
+        id: UUID | str,
+        *,
+        since: int | None = None,
+        limit: int | None = None,
+        actor: str | None = None,
     ) -> list[Event]:
-        """One operation's events, oldest first."""
-        params = query(since=since, limit=limit)
+        """One operation's events, oldest first (``actor``: only the events it caused)."""
+        params = query(since=since, limit=limit, actor=actor)
         body = await self._json("GET", f"/api/bulks/{id}/events", params=params)
         return _EVENTS.validate_python(body)
 
@@ -537,3 +608,31 @@ def _segment(key: str) -> str:
     from urllib.parse import quote
 
     return quote(key, safe="")
+
+
+def _restart(from_step: str | None, include_completed: bool) -> dict[str, Any]:
+    """The restart options of a retry body (empty for a plain retry)."""
+    body: dict[str, Any] = {}
+    if from_step is not None:
+        body["fromStep"] = from_step
+    if include_completed:
+        body["includeCompleted"] = True
+    return body
+
+
+def _action_body(
+    action: str,
+    filter: Mapping[str, Any],
+    from_step: str | None,
+    include_completed: bool,
+    reason: str | None,
+) -> dict[str, Any]:
+    """The body of ``POST /api/actions``."""
+    body: dict[str, Any] = {"action": action, "filter": dict(filter)}
+    if from_step is not None:
+        body["fromStep"] = from_step
+    if include_completed:
+        body["includeCompleted"] = True
+    if reason is not None:
+        body["reason"] = reason
+    return body

@@ -115,6 +115,7 @@ class RowError(Model):
     signal_key: str | None = None
     row_data: dict[str, Any] | None = None
     fixed: bool = False
+    original_row_data: dict[str, Any] | None = None  # its data before the first fix
 
 
 class StepProgress(Model):
@@ -168,6 +169,7 @@ class Event(Model):
     severity: str
     message: str
     timestamp: datetime
+    actor: str = "system"  # who caused it: a principal's name, "anonymous" or "system"
 
 
 class CreateResult(Model):

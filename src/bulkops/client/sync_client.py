@@ -14,6 +14,7 @@ from uuid import UUID
 
 import httpx
 
+from bulkops.client.action_models import Action, ActionDetail, ActionPreview
 from bulkops.client.async_client import DEFAULT_URL, AsyncClient, ProgressCallback
 from bulkops.client.models import (
     CreateResult,
@@ -184,13 +185,37 @@ class Client:
         """See ``AsyncClient.get_retry_eligibility``."""
         return self._run(self._async.get_retry_eligibility(id))
 
-    def retry_bulk(self, id: UUID | str) -> RetryResult:
-        """See ``AsyncClient.retry_bulk``."""
-        return self._run(self._async.retry_bulk(id))
+    def create_action(self, action: str, filter: Mapping[str, Any], **options: Any) -> Action:
+        """See ``AsyncClient.create_action``."""
+        return self._run(self._async.create_action(action, filter, **options))
 
-    def retry_bulk_rows(self, id: UUID | str, row_numbers: list[int]) -> RetryResult:
+    def preview_action(
+        self, action: str, filter: Mapping[str, Any], **options: Any
+    ) -> ActionPreview:
+        """See ``AsyncClient.preview_action``."""
+        return self._run(self._async.preview_action(action, filter, **options))
+
+    def get_action(self, id: UUID | str) -> ActionDetail:
+        """See ``AsyncClient.get_action``."""
+        return self._run(self._async.get_action(id))
+
+    def get_actions(self, **options: Any) -> Page[Action]:
+        """See ``AsyncClient.get_actions``."""
+        return self._run(self._async.get_actions(**options))
+
+    def cancel_action(self, id: UUID | str) -> Action:
+        """See ``AsyncClient.cancel_action``."""
+        return self._run(self._async.cancel_action(id))
+
+    def retry_bulk(self, id: UUID | str, **options: Any) -> RetryResult:
+        """See ``AsyncClient.retry_bulk``."""
+        return self._run(self._async.retry_bulk(id, **options))
+
+    def retry_bulk_rows(
+        self, id: UUID | str, row_numbers: list[int], **options: Any
+    ) -> RetryResult:
         """See ``AsyncClient.retry_bulk_rows``."""
-        return self._run(self._async.retry_bulk_rows(id, row_numbers))
+        return self._run(self._async.retry_bulk_rows(id, row_numbers, **options))
 
     @overload
     def undo_bulk(self, id: UUID | str, *, preview: Literal[False] = False) -> Operation: ...
@@ -216,9 +241,11 @@ class Client:
         """See ``AsyncClient.fail_step``."""
         return self._run(self._async.fail_step(id, key, error_message))
 
-    def get_events(self, *, since: int | None = None, limit: int | None = None) -> list[Event]:
+    def get_events(
+        self, *, since: int | None = None, limit: int | None = None, actor: str | None = None
+    ) -> list[Event]:
         """See ``AsyncClient.get_events``."""
-        return self._run(self._async.get_events(since=since, limit=limit))
+        return self._run(self._async.get_events(since=since, limit=limit, actor=actor))
 
     def get_bulk_events(self, id: UUID | str, **options: Any) -> list[Event]:
         """See ``AsyncClient.get_bulk_events``."""

@@ -45,11 +45,15 @@ class RowContext:
             after the first retry of its failed rows, and so on.
         created_by: Who created the operation (in ``POST /api/bulks/validate``: who
             asked for the check).
+        restart: How many times a restart (``fromStep``) has run this row's step again:
+            0 until one does.
         idempotency_key: ``"{operation_id}:{row_number}:{step_index}"``: the same for
             every run of this row's step (per-step retries, a run again after a crash, an
             operation retry) and different for any other. Pass it as the Idempotency-Key
             of the downstream call the step makes, so that a call repeated by an
-            at-least-once run takes effect once. In an undo, the undo operation's id
+            at-least-once run takes effect once. A step a restart runs again has a new
+            key, ``"{operation_id}:{row_number}:{step_index}:r{n}"`` (n: ``restart``),
+            so the downstream service does it again. In an undo, the undo operation's id
             with the number and step index of the row's step undone.
         undo: True while an undo runs (``undo_row``, an ``@undo_step`` method): the
             step named is the step being undone.
@@ -66,9 +70,12 @@ class RowContext:
     created_by: str
     idempotency_key: str = field(init=False)
     undo: bool = False
+    restart: int = 0
 
     def __post_init__(self) -> None:
         key = f"{self.operation_id}:{self.row_number}:{self.step_index}"
+        if self.restart:
+            key = f"{key}:r{self.restart}"
         object.__setattr__(self, "idempotency_key", key)
 
 
@@ -90,6 +97,9 @@ Frame = tuple[RowScope, int, str | None, str | None, int, int, int]
 BATCH = "batch"  # marks a ``process_batch`` call: many rows, so no current row
 
 row_frame: ContextVar[Frame | str | None] = ContextVar("bulkops_row", default=None)
+# The restart number of the step the pipeline runs (``StepState.restart``; 0: never
+# restarted), marked beside the frame so that plain rows pay nothing for it.
+row_restart: ContextVar[int] = ContextVar("bulkops_row_restart", default=0)
 
 
 def current_row() -> RowContext:
@@ -129,4 +139,5 @@ def current_row() -> RowContext:
         retry_attempt=retry_attempt,
         created_by=scope.created_by,
         undo=scope.undo,
+        restart=row_restart.get(),
     )

@@ -13,7 +13,7 @@ from typing import Any
 from bulkops.clock import utcnow
 from bulkops.definition.models import Row
 from bulkops.definition.operation import OperationBase, OperationDefinition, StepDefinition
-from bulkops.definition.row_context import row_frame
+from bulkops.definition.row_context import row_frame, row_restart
 from bulkops.definition.steps import StepKind
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.engine.persistence import StorageRetry
@@ -107,6 +107,7 @@ class PipelineRunner(RowBasics):
         row, row_id = prepared
         record = self._start(raw, row_id, existing)
         token = row_frame.set(None)  # each step marks itself for current_row()
+        restart = row_restart.set(0)
         try:
             for bound in self._steps:
                 step = bound.definition
@@ -123,6 +124,7 @@ class PipelineRunner(RowBasics):
                     return self._fail(record, step, *failure)
         finally:
             row_frame.reset(token)
+            row_restart.reset(restart)
         record.state = RowState.COMPLETED
         record.error_type = record.error_message = None
         record.completed_at = utcnow()
@@ -192,6 +194,7 @@ class PipelineRunner(RowBasics):
 
     def _mark(self, record: RowRecord, step: StepDefinition, attempt: int) -> None:
         """Tell current_row() the step and attempt running (its wait and checks included)."""
+        row_restart.set(record.steps[step.index].restart)
         row_frame.set(
             (
                 self.scope,

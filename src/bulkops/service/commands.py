@@ -18,11 +18,16 @@ class CommandService:
     def __init__(self, operations: OperationStore) -> None:
         self._operations = operations
 
-    async def cancel(self, operation_id: UUID) -> OperationRecord:
+    async def cancel(
+        self, operation_id: UUID, *, actor: str = "system", action_id: UUID | None = None
+    ) -> OperationRecord:
         """Cancel a Pending, Running or Retrying operation at once in storage.
 
         A worker holding it notices at its next status check and stops; rows not yet
         processed stay unprocessed.
+
+        ``actor`` caused it (its events say so); ``action_id``: the bulk action cancelling
+        it, recorded as its ``last_action_id`` with the cancel.
 
         Raises:
             NotFound: unknown operation.
@@ -31,7 +36,11 @@ class CommandService:
         now = utcnow()
         try:
             updated = await apply_change(
-                self._operations, operation_id, lambda current: lifecycle.cancel(current, now)
+                self._operations,
+                operation_id,
+                lambda current: lifecycle.attributed(
+                    lifecycle.cancel(current, now, action_id=action_id), actor
+                ),
             )
         except IllegalTransition:
             current = await self._operations.get(operation_id)

@@ -27,15 +27,17 @@ class FeedService:
         limit: int | None = None,
         operation_id: UUID | None = None,
         tenant: str | None = None,
+        actor: str | None = None,
     ) -> Sequence[EventRecord]:
         """Events after the ``since`` cursor (exclusive), oldest first; without a cursor the
         newest ``limit`` (default 100, at most 1000). With ``tenant``, only the events of
-        that tenant's operations (another tenant's operation is not found)."""
+        that tenant's operations (another tenant's operation is not found); with ``actor``,
+        only the events it caused."""
         if operation_id is not None:
             record = await self._operations.get(operation_id)
             if record is None or (tenant is not None and record.tenant != tenant):
                 raise NotFound(f"Operation {operation_id} not found")
         size = DEFAULT_LIMIT if limit is None else min(max(limit, 1), MAX_LIMIT)
         return await self._events.read(
-            after=since, limit=size, operation_id=operation_id, tenant=tenant
+            after=since, limit=size, operation_id=operation_id, tenant=tenant, actor=actor or None
         )

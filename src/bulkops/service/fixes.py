@@ -20,6 +20,7 @@ from bulkops.errors import Conflict, NotFound, Unprocessable, ValidationError
 from bulkops.formats import FileFormat
 from bulkops.formats.base import RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY
 from bulkops.service.export import DATA_COLUMNS, FIXED_COLUMN
+from bulkops.storage import lifecycle
 from bulkops.storage.ports import OperationStore, RowStore
 from bulkops.storage.records import OperationRecord, RowRecord
 from bulkops.storage.states import RowState
@@ -50,7 +51,14 @@ class FixService:
         # cells; sent back as a fix, that ``'`` goes again (when the exports add it).
         self._unescape = escape_formulas
 
-    async def fix(self, operation_id: UUID, row_number: int, row_data: dict[str, Any]) -> RowRecord:
+    async def fix(
+        self,
+        operation_id: UUID,
+        row_number: int,
+        row_data: dict[str, Any],
+        *,
+        actor: str = "system",
+    ) -> RowRecord:
         """Validate ``row_data`` (the row's file columns by their file names, the whole row)
         as the engine would (row model and ``validate_row``) and, when it passes, make it
         the row's data and mark the row fixed. The row stays Failed with its error until a
@@ -81,7 +89,11 @@ class FixService:
             )
         if errors:
             raise Unprocessable(INVALID_DATA, errors=errors)
-        fixed = await self._rows.fix_row(operation_id, row_number, row_data, utcnow())
+        now = utcnow()
+        before = {k: v for k, v in (row.row_data or {}).items() if k not in _RAW_KEYS}
+        columns = lifecycle.changed_columns(before, row_data)
+        event = lifecycle.row_fixed_event(record, row_number, columns, now, actor)
+        fixed = await self._rows.fix_row(operation_id, row_number, row_data, now, [event])
         if fixed is None:  # retried or otherwise moved on since it was read
             raise _conflict(f"Row {row_number} changed meanwhile and is no longer Failed")
         return fixed

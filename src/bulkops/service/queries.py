@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -102,6 +102,21 @@ class QueryService:
         if not numbers:
             return set()
         return set(await self._rows.fixes(operation_id, row_numbers=numbers))
+
+    async def originals_among(
+        self,
+        operation_id: UUID,
+        rows: Sequence[RowRecord],
+        fixed: Collection[int] | None = None,
+    ) -> dict[int, dict[str, Any]]:
+        """The data before their first fix of those of ``rows`` that were fixed in place
+        (when ``fixed`` is known, only those numbers are looked up)."""
+        numbers = [row.row_number for row in rows if row.row_data is not None]
+        if fixed is not None:
+            numbers = [number for number in numbers if number in fixed]
+        if not numbers:
+            return {}
+        return await self._rows.originals(operation_id, numbers)
 
     async def errors(
         self,

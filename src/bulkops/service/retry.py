@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from uuid import UUID
 
 from bulkops.clock import utcnow
@@ -27,6 +27,15 @@ class Eligibility:
 
     is_eligible: bool
     reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """A restart: the step the chosen rows run again from, and whether Completed rows
+    (and a Completed operation) are taken too."""
+
+    step_index: int
+    include_completed: bool
 
 
 @dataclass(slots=True)
@@ -73,10 +82,18 @@ class RetryService:
         return (await self._rows.page(query)).total_count
 
     async def _check(
-        self, record: OperationRecord
+        self, record: OperationRecord, restart: Restart | None = None
     ) -> tuple[OperationDefinition | None, str | None]:
         definition = self._registry.get(record.operation_name)
-        if record.status is not OperationStatus.COMPLETED_WITH_ERRORS:
+        completed_too = restart is not None and restart.include_completed
+        if record.status is not OperationStatus.COMPLETED_WITH_ERRORS and not (
+            completed_too and record.status is OperationStatus.COMPLETED
+        ):
+            if completed_too:
+                return definition, (
+                    f"Operation is {record.status.value}; only CompletedWithErrors and "
+                    "Completed operations can be restarted"
+                )
             return definition, (
                 f"Operation is {record.status.value}; only CompletedWithErrors operations "
                 "can be retried"
@@ -95,6 +112,8 @@ class RetryService:
             return definition, (
                 f"Retry limit reached: {record.retry_count} of {self._max_attempts} attempts used"
             )
+        if restart is not None:
+            return definition, None  # rows a restart chooses are counted as it resets them
         failed = await self._failed(record.id)
         invalid = await self._failed(record.id, VALIDATION_STEP_NAME)
         if failed - invalid <= 0 and not await self._rows.fixes(record.id, failed_only=True):
@@ -111,7 +130,14 @@ class RetryService:
         return Eligibility(is_eligible=reason is None, reason=reason)
 
     async def retry(
-        self, operation_id: UUID, row_numbers: Sequence[int] | None = None
+        self,
+        operation_id: UUID,
+        row_numbers: Sequence[int] | None = None,
+        *,
+        from_step: str | None = None,
+        include_completed: bool = False,
+        actor: str = "system",
+        action_id: UUID | None = None,
     ) -> RetryResult:
         """Reset the failed rows (all, or those named) and queue the operation again.
 
@@ -120,9 +146,17 @@ class RetryService:
         place: a fixed Failed row is retried whatever it failed at. When nothing is left to
         submit the operation is unchanged.
 
+        A restart (``from_step``, a step of a pipeline operation, or ``include_completed``,
+        which also takes Completed rows and a Completed operation) runs the chosen rows
+        again from that step (the first one when not named): earlier steps keep what they
+        reached, that step and the later ones run again under new idempotency keys. It is
+        a retry round like any other (history, ``retryCount``, the attempt limit).
+        ``actor`` caused it; ``action_id``: the bulk action asking.
+
         Raises:
             NotFound: unknown operation.
-            BadRequest: an empty or oversized ``row_numbers`` list.
+            BadRequest: an empty or oversized ``row_numbers`` list; ``from_step`` naming no
+                step, or given for an operation without steps.
             Conflict: the operation is not eligible (carries the reason).
         """
         if row_numbers is not None and not row_numbers:
@@ -130,23 +164,34 @@ class RetryService:
         if row_numbers is not None and len(row_numbers) > MAX_ROW_NUMBERS:
             raise BadRequest(f"rowNumbers may list at most {MAX_ROW_NUMBERS} rows per request")
         record = await self._get(operation_id)
-        definition, reason = await self._check(record)
+        restart = self._restart(record, from_step, include_completed)
+        definition, reason = await self._check(record, restart)
         if reason is not None or definition is None:
             message = reason or "not retryable"
             raise Conflict(f"Cannot retry operation: {message}", reason=message)
         allowed = tuple(s.index for s in definition.steps if s.allow_operation_retry)
+        if restart is not None:  # the operator chose the step: every step qualifies
+            allowed = tuple(s.index for s in definition.steps)
         result = RetryResult()
         chosen: tuple[int, ...] | None = None
         if row_numbers is None:
-            await self._skip_disallowed_steps(record, definition, result)
+            if restart is None:
+                await self._skip_disallowed_steps(record, definition, result)
         else:
-            chosen = await self._choose_rows(record, definition, row_numbers, result)
+            chosen = await self._choose_rows(record, definition, row_numbers, result, restart)
             if not chosen:
                 return result
         now = utcnow()
-        started = await self._retries.begin_retry(
-            RetryRequest(record.id, record.version, allowed, chosen), now
-        )
+        request = RetryRequest(record.id, record.version, allowed, chosen, actor=actor)
+        if restart is not None:
+            request = replace(
+                request,
+                from_step=restart.step_index,
+                include_completed=restart.include_completed,
+            )
+        if action_id is not None:
+            request = replace(request, action_id=action_id)
+        started = await self._retries.begin_retry(request, now)
         if started is None:
             raise Conflict(
                 "Cannot retry operation: it changed meanwhile; try again",
@@ -156,6 +201,29 @@ class RetryService:
         if started.rows_reset:
             self._work.enqueue(record.id)
         return result
+
+    def _restart(
+        self, record: OperationRecord, from_step: str | None, include_completed: bool
+    ) -> Restart | None:
+        """The restart asked for (None: a plain retry); BadRequest for a step that is not
+        one of the operation's."""
+        if from_step is None and not include_completed:
+            return None
+        if from_step is None:
+            return Restart(0, include_completed)
+        definition = self._registry.get(record.operation_name)
+        if definition is None:
+            return Restart(0, include_completed)  # _check refuses it: not registered here
+        if not definition.is_step_based:
+            raise BadRequest(
+                f"fromStep applies only to pipeline operations; {definition.name!r} has no steps"
+            )
+        names = [step.name for step in definition.steps]
+        for step in definition.steps:
+            if step.name == from_step or step.name.casefold() == from_step.casefold():
+                return Restart(step.index, include_completed)
+        listed = ", ".join(repr(name) for name in names)
+        raise BadRequest(f"Unknown step {from_step!r}: the steps are {listed}")
 
     async def _skip_disallowed_steps(
         self, record: OperationRecord, definition: OperationDefinition, result: RetryResult
@@ -183,6 +251,7 @@ class RetryService:
         definition: OperationDefinition,
         row_numbers: Sequence[int],
         result: RetryResult,
+        restart: Restart | None = None,
     ) -> tuple[int, ...]:
         chosen = []
         numbers = sorted(set(row_numbers))
@@ -192,6 +261,14 @@ class RetryService:
             reason = None
             if row is None:
                 reason = f"Row {number} does not exist or was never processed"
+            elif (
+                restart is not None
+                and restart.include_completed
+                and (row.state is RowState.COMPLETED)
+            ):
+                pass  # a restart with includeCompleted runs Completed rows again
+            elif restart is not None and row.state is RowState.FAILED and row.step_index >= 0:
+                pass  # the operator chose the step: whatever the row failed at
             elif row.state is not RowState.FAILED:
                 reason = f"Row {number} has not failed (it is {row.state.value})"
             elif number in fixed:

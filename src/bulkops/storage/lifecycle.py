@@ -24,6 +24,7 @@ from bulkops.storage.records import (
     DeliveryRecord,
     EventRecord,
     OperationRecord,
+    RetryRequest,
     RetrySnapshot,
     RowRecord,
     WaitOutcome,
@@ -107,8 +108,9 @@ def operation_event(
     message: str,
     now: datetime,
     severity: Severity = Severity.INFO,
+    actor: str = "system",
 ) -> EventRecord:
-    """An event about one operation."""
+    """An event about one operation, caused by ``actor``."""
     return EventRecord(
         operation_id=record.id,
         operation_name=record.operation_name,
@@ -117,21 +119,50 @@ def operation_event(
         message=message,
         timestamp=now,
         tenant=record.tenant,
+        actor=actor,
     )
 
 
 def created_event(record: OperationRecord, now: datetime) -> EventRecord:
-    """The Created event of a new operation."""
+    """The Created event of a new operation; its actor is the creator."""
     message = f"Created by {record.created_by} from {record.file_name} ({record.file_size} bytes)"
-    return operation_event(record, EventType.CREATED, message, now)
+    return operation_event(record, EventType.CREATED, message, now, actor=record.created_by)
+
+
+def attributed(change: OperationChange, actor: str) -> OperationChange:
+    """The change with its events caused by ``actor`` (a request's, not the service's)."""
+    return replace(change, events=tuple(replace(e, actor=actor) for e in change.events))
+
+
+def row_fixed_event(
+    record: OperationRecord, row_number: int, columns: Sequence[str], now: datetime, actor: str
+) -> EventRecord:
+    """The RowFixed event of a row whose data was fixed in place: it names the columns
+    whose values changed."""
+    changed = ", ".join(columns) if columns else "none"
+    return operation_event(
+        record, EventType.ROW_FIXED, f"Row {row_number} fixed: {changed} changed", now, actor=actor
+    )
+
+
+def changed_columns(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:
+    """The columns whose values differ between two versions of a row's data, in the
+    order of ``after`` (then those only ``before`` had)."""
+    before = before or {}
+    names = [name for name in after if before.get(name) != after[name] or name not in before]
+    return names + [name for name in before if name not in after]
 
 
 def _status_changed(
-    before: OperationRecord, after: OperationRecord, now: datetime, note: str = ""
+    before: OperationRecord,
+    after: OperationRecord,
+    now: datetime,
+    note: str = "",
+    actor: str = "system",
 ) -> EventRecord:
     message = f"Status changed from {before.status.value} to {after.status.value}{note}"
     severity = Severity.WARNING if note else Severity.INFO
-    return operation_event(after, EventType.STATUS_CHANGED, message, now, severity)
+    return operation_event(after, EventType.STATUS_CHANGED, message, now, severity, actor)
 
 
 def finished_event(record: OperationRecord, now: datetime) -> EventRecord:
@@ -272,8 +303,13 @@ def fail(
     return _terminal(record, OperationStatus.FAILED, now, **values)
 
 
-def cancel(record: OperationRecord, now: datetime) -> OperationChange:
-    """A user cancelled the operation; rows not yet processed stay unprocessed."""
+def cancel(
+    record: OperationRecord, now: datetime, *, action_id: UUID | None = None
+) -> OperationChange:
+    """A user cancelled the operation; rows not yet processed stay unprocessed. A bulk
+    action's cancel records it as the operation's ``last_action_id``."""
+    if action_id is not None:
+        return _terminal(record, OperationStatus.CANCELLED, now, last_action_id=action_id)
     return _terminal(record, OperationStatus.CANCELLED, now)
 
 
@@ -285,14 +321,29 @@ def _terminal(
     return _change(record, [finished_event(after, now)], status=target, completed_at=now, **values)
 
 
-def begin_retry(record: OperationRecord, now: datetime) -> OperationChange:
-    """Failed rows were reset: CompletedWithErrors becomes Retrying, one more retry round,
-    nobody holding it yet."""
+def begin_retry(
+    record: OperationRecord,
+    now: datetime,
+    *,
+    failed: int = 0,
+    completed: int = 0,
+    actor: str = "system",
+    action_id: UUID | None = None,
+) -> OperationChange:
+    """Rows were reset (``failed`` Failed ones, ``completed`` Completed ones a restart
+    chose): CompletedWithErrors (or Completed, for a restart) becomes Retrying, one more
+    retry round, nobody holding it yet. The reset rows leave the counters at once, so the
+    round's rows count again from there and never past the totals."""
     _require(record, _RETRYING)
     after = replace(record, status=_RETRYING)
+    extra: dict[str, Any] = {} if action_id is None else {"last_action_id": action_id}
     return _change(
         record,
-        [_status_changed(record, after, now)],
+        [_status_changed(record, after, now, actor=actor)],
+        **extra,
+        processed_rows=max(record.processed_rows - failed - completed, 0),
+        successful_rows=max(record.successful_rows - completed, 0),
+        error_count=max(record.error_count - failed, 0),
         status=_RETRYING,
         retry_count=record.retry_count + 1,
         completed_at=None,
@@ -373,7 +424,8 @@ def resolve_wait(row: RowRecord, outcome: WaitOutcome) -> RowRecord:
 
 
 def retry_snapshot(row: RowRecord) -> RetrySnapshot:
-    """The retry history entry of a failed row about to be reset."""
+    """The retry history entry of a row about to be reset: a failed one with its error,
+    a Completed one a restart runs again with none."""
     return RetrySnapshot(
         operation_id=row.operation_id,
         row_number=row.row_number,
@@ -418,4 +470,84 @@ def reset_for_retry(row: RowRecord) -> RowRecord:
         signal_key=None,
         waiting_since=None,
         steps=steps,
+    )
+
+
+def reset_for_restart(row: RowRecord, from_step: int) -> RowRecord:
+    """A copy of a Failed or Completed row a restart runs again from step ``from_step``.
+
+    Steps before it keep what they reached (a completed one is skipped, any other runs
+    again as after a retry reset); that step and the later ones are cleared and marked
+    with the row's new restart number n (one more than any of its steps carries), which
+    gives their runs the idempotency key ``...:r{n}``. The row counts one more attempt.
+    """
+    if row.state not in (RowState.FAILED, RowState.COMPLETED):
+        raise IllegalTransition(f"A row cannot move from {row.state.value} to Pending")
+    restart = max((step.restart for step in row.steps), default=0) + 1
+    steps = [
+        replace(
+            step,
+            state=RowState.PENDING,
+            attempts=0 if step.index >= from_step else step.attempts,
+            started_at=None,
+            completed_at=None,
+            error_type=None,
+            error_message=None,
+            signal_key=None,
+            restart=restart if step.index >= from_step else step.restart,
+        )
+        if step.index >= from_step or step.state is not RowState.COMPLETED
+        else replace(step)
+        for step in row.steps
+    ]
+    return replace(
+        row,
+        state=RowState.PENDING,
+        retry_attempt=row.retry_attempt + 1,
+        error_type=None,
+        error_message=None,
+        completed_at=None,
+        signal_key=None,
+        waiting_since=None,
+        steps=steps,
+    )
+
+
+def retry_sources(request: RetryRequest) -> frozenset[OperationStatus]:
+    """The statuses an operation may be in for ``request`` to start a round: a restart
+    with ``include_completed`` takes a Completed one too."""
+    if request.include_completed:
+        return frozenset({OperationStatus.COMPLETED_WITH_ERRORS, OperationStatus.COMPLETED})
+    return frozenset({OperationStatus.COMPLETED_WITH_ERRORS})
+
+
+def qualifies(request: RetryRequest, row: RowRecord, fixed: bool) -> bool:
+    """Whether a stored row is reset by ``request`` (its row numbers aside): a Failed row
+    at an allowed step (or fixed: at any step), and with ``include_completed`` a Completed
+    row."""
+    if row.state is RowState.FAILED:
+        return row.step_index in request.allowed_steps or fixed
+    return request.include_completed and row.state is RowState.COMPLETED
+
+
+def reset_row(request: RetryRequest, row: RowRecord) -> RowRecord:
+    """A qualifying row as ``request`` resets it: from its failed step, or for a restart
+    from ``request.from_step``."""
+    if request.from_step is None:
+        return reset_for_retry(row)
+    return reset_for_restart(row, request.from_step)
+
+
+def retry_round(
+    record: OperationRecord, request: RetryRequest, now: datetime, failed: int, completed: int
+) -> OperationChange:
+    """``begin_retry`` for ``request``, which reset ``failed`` Failed rows and
+    ``completed`` Completed ones."""
+    return begin_retry(
+        record,
+        now,
+        failed=failed,
+        completed=completed,
+        actor=request.actor,
+        action_id=request.action_id,
     )

@@ -151,6 +151,7 @@ class MemoryStore:
         self._starts: dict[str, builtins.list[datetime]] = {}
         self._deliveries: dict[UUID, DeliveryRecord] = {}
         self._fixes: dict[UUID, dict[int, dict[str, Any]]] = {}
+        self._originals: dict[UUID, dict[int, dict[str, Any]]] = {}  # data before a first fix
 
     async def ping(self) -> None:
         """Always reachable."""
@@ -622,12 +623,21 @@ class MemoryStore:
             yield batch
 
     async def fix_row(
-        self, operation_id: UUID, row_number: int, row_data: dict[str, Any], now: datetime
+        self,
+        operation_id: UUID,
+        row_number: int,
+        row_data: dict[str, Any],
+        now: datetime,
+        events: Sequence[EventRecord] = (),
     ) -> RowRecord | None:
         """Replace the data of a Failed row and mark it fixed; None when not Failed."""
         row = self._rows.get(operation_id, {}).get(row_number)
         if row is None or row.state is not RowState.FAILED:
             return None
+        originals = self._originals.setdefault(operation_id, {})
+        if row_number not in originals and row_number not in self._fixes.get(operation_id, {}):
+            originals[row_number] = deepcopy(row.row_data or {})
+        self.events.append_now(events)
         row.row_data = deepcopy(row_data)
         self._fixes.setdefault(operation_id, {})[row_number] = deepcopy(row_data)
         return _copy_row(row)
@@ -649,6 +659,13 @@ class MemoryStore:
             if not failed_only
             or ((row := rows.get(number)) is not None and row.state is RowState.FAILED)
         }
+
+    async def originals(
+        self, operation_id: UUID, row_numbers: Collection[int]
+    ) -> dict[int, dict[str, Any]]:
+        """The data before their first fix of the fixed rows among ``row_numbers``."""
+        kept = self._originals.get(operation_id, {})
+        return {n: deepcopy(kept[n]) for n in sorted(set(row_numbers)) if n in kept}
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The first waiting row (by waiting time, then row number) with that key prefix."""
@@ -695,7 +712,7 @@ class MemoryStore:
         record = self._operations.get(request.operation_id)
         if (
             record is None
-            or record.status is not OperationStatus.COMPLETED_WITH_ERRORS
+            or record.status not in lifecycle.retry_sources(request)
             or record.version != request.expected_version
         ):
             return None
@@ -705,17 +722,18 @@ class MemoryStore:
         chosen = [
             row
             for number, row in sorted(stored.items())
-            if row.state is RowState.FAILED
-            and (row.step_index in request.allowed_steps or number in fixed)
+            if lifecycle.qualifies(request, row, number in fixed)
             and (wanted is None or number in wanted)
         ]
         if not chosen:
             return RetryStart(_copy_operation(record), 0)
         history = self._history.setdefault(request.operation_id, [])
+        failed = 0
         for row in chosen:
+            failed += row.state is RowState.FAILED
             history.append(lifecycle.retry_snapshot(row))
-            stored[row.row_number] = lifecycle.reset_for_retry(row)
-        change = lifecycle.begin_retry(record, now)
+            stored[row.row_number] = lifecycle.reset_row(request, row)
+        change = lifecycle.retry_round(record, request, now, failed, len(chosen) - failed)
         self.events.append_now(change.events)
         self._deliveries.update((d.id, d) for d in change.deliveries)
         return RetryStart(self._put(replace(record, **change.values)), len(chosen))
@@ -773,6 +791,7 @@ class MemoryEventStore:
         limit: int,
         operation_id: UUID | None = None,
         tenant: str | None = None,
+        actor: str | None = None,
     ) -> Sequence[EventRecord]:
         """Events oldest first: those above ``after``, or the newest ``limit`` without it."""
         if limit < 1:
@@ -782,8 +801,10 @@ class MemoryEventStore:
         for event in reversed(self._events):
             if after is not None and event.sequence <= after:
                 break
-            if (operation_id is None or event.operation_id == operation_id) and (
-                tenant is None or event.tenant == tenant
+            if (
+                (operation_id is None or event.operation_id == operation_id)
+                and (tenant is None or event.tenant == tenant)
+                and (actor is None or event.actor == actor)
             ):
                 newest_first.append(event)
                 if after is None and len(newest_first) == limit:

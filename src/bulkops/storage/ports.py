@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from uuid import UUID
 
+from bulkops.storage.actions import ActionItem, ActionRecord, ActionStatus, Outcome
 from bulkops.storage.lifecycle import OperationChange, RowCounts
 from bulkops.storage.records import (
     ActiveLimit,
@@ -302,12 +303,18 @@ class RowStore(Protocol):
         building a record per row."""
 
     async def fix_row(
-        self, operation_id: UUID, row_number: int, row_data: dict[str, Any], now: datetime
+        self,
+        operation_id: UUID,
+        row_number: int,
+        row_data: dict[str, Any],
+        now: datetime,
+        events: Sequence[EventRecord] = (),
     ) -> RowRecord | None:
         """Replace the data of a Failed row and mark it fixed, in one transaction: its
         ``row_data`` becomes ``row_data`` and the fix (that data, at ``now``) is kept for
-        ``fixes``. Returns the stored row after it; None, with nothing changed, when the row
-        is not stored or not Failed."""
+        ``fixes``, the row's data before its first fix for ``originals``, and ``events``
+        (its RowFixed) are recorded. Returns the stored row after it; None, with nothing
+        changed, when the row is not stored or not Failed."""
 
     async def fixes(
         self,
@@ -318,6 +325,12 @@ class RowStore(Protocol):
     ) -> dict[int, dict[str, Any]]:
         """The data of the operation's fixed rows by row number: every one, or those among
         ``row_numbers``; with ``failed_only`` only those whose row is Failed now."""
+
+    async def originals(
+        self, operation_id: UUID, row_numbers: Collection[int]
+    ) -> dict[int, dict[str, Any]]:
+        """The data before their first fix of those of ``row_numbers`` that were fixed in
+        place (rows fixed before this was kept are left out), by row number."""
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The row that started waiting first (ties by row number) among the operation's
@@ -373,12 +386,13 @@ class EventStore(Protocol):
         limit: int,
         operation_id: UUID | None = None,
         tenant: str | None = None,
+        actor: str | None = None,
     ) -> Sequence[EventRecord]:
         """Events oldest first.
 
         With ``after``: those with a sequence above it, at most ``limit``. Without: the newest
         ``limit`` events. ``operation_id`` restricts to one operation, ``tenant`` to the
-        events of that tenant's operations.
+        events of that tenant's operations, ``actor`` to the events that actor caused.
         """
 
     async def prune(self, before: datetime) -> int:
@@ -471,3 +485,58 @@ class MappingStore(Protocol):
 
     async def delete_mapping(self, tenant: str | None, operation_name: str, name: str) -> bool:
         """Remove the mapping; False when there was none."""
+
+
+class ActionStore(Protocol):
+    """Bulk actions and their items (see ``storage.actions``), shared by every process on
+    the same storage: any of them may resume an action whose runner stopped."""
+
+    async def add_action(self, record: ActionRecord, operation_ids: Sequence[UUID]) -> None:
+        """Insert the action and one pending item per operation (positions from 0, in
+        this order), in one transaction."""
+
+    async def get_action(self, action_id: UUID) -> ActionRecord | None:
+        """The action, or None."""
+
+    async def list_actions(
+        self, *, tenant: str | None, scoped: bool, page: int, page_size: int
+    ) -> Page[ActionRecord]:
+        """A page of actions, newest first (then by id); with ``scoped`` only those whose
+        tenant is ``tenant``."""
+
+    async def action_items(
+        self, action_id: UUID, outcomes: Collection[Outcome], limit: int
+    ) -> Sequence[ActionItem]:
+        """Up to ``limit`` items of the action with one of ``outcomes``, by position."""
+
+    async def claim_action(
+        self, runner: str, now: datetime, stale_before: datetime
+    ) -> ActionRecord | None:
+        """Take one Running action nobody holds, that ``runner`` holds already (it stopped
+        working on it after a storage failure), or whose runner's heartbeat is older than
+        ``stale_before`` (oldest first): it is held by ``runner`` from ``now``.
+        Concurrent claimers never get the same action. None when there is none."""
+
+    async def record_item(
+        self,
+        action_id: UUID,
+        position: int,
+        outcome: Outcome,
+        reason: str | None,
+        runner: str,
+        now: datetime,
+    ) -> bool:
+        """Record a pending item's outcome and count it on the action, renewing the
+        runner's heartbeat, in one transaction; only while ``runner`` holds the Running
+        action and the item is pending (False otherwise, nothing written)."""
+
+    async def heartbeat_action(self, action_id: UUID, runner: str, now: datetime) -> bool:
+        """Renew the heartbeat of a Running action ``runner`` holds; False when it does not
+        hold it (another runner took it, or it ended)."""
+
+    async def end_action(
+        self, action_id: UUID, status: ActionStatus, now: datetime, runner: str | None = None
+    ) -> ActionRecord | None:
+        """Move a Running action to ``status`` (Completed or Cancelled) at ``now``, released;
+        with ``runner``, only while it holds it. Returns the action after it, or None when
+        it was not Running (or not held)."""

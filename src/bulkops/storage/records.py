@@ -73,6 +73,9 @@ class OperationRecord:
     # SHA-256 (hex) of the stored file's bytes, taken as they streamed in (None: stored
     # before hashes were kept).
     file_sha256: str | None = None
+    # The last bulk action that acted on it, set in the transaction of the act, so an
+    # action resumed after a crash knows whether it acted already.
+    last_action_id: UUID | None = None
 
 
 @dataclass(slots=True)
@@ -88,10 +91,15 @@ class StepState:
     error_type: ErrorType | None = None
     error_message: str | None = None
     signal_key: str | None = None
+    # The row's restart (see ``lifecycle.reset_for_restart``) that last cleared this step:
+    # 0 until one does; its idempotency key then ends in ``:r{restart}``.
+    restart: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (timestamps as ISO text, enums as names)."""
+        extra: dict[str, Any] = {"restart": self.restart} if self.restart else {}
         return {
+            **extra,
             "name": self.name,
             "index": self.index,
             "state": self.state.value,
@@ -118,6 +126,7 @@ class StepState:
             error_type=ErrorType(error_type) if error_type else None,
             error_message=data.get("errorMessage"),
             signal_key=data.get("signalKey"),
+            restart=int(data.get("restart", 0)),
         )
 
 
@@ -220,6 +229,13 @@ class RetryRequest:
     expected_version: int
     allowed_steps: tuple[int, ...]
     row_numbers: tuple[int, ...] | None = None
+    # A restart (``from_step`` set): the qualifying rows run again from that step (see
+    # ``lifecycle.reset_for_restart``); with ``include_completed`` Completed rows qualify
+    # too, and a Completed operation may be restarted.
+    from_step: int | None = None
+    include_completed: bool = False
+    actor: str = "system"  # who asked: the ``actor`` of the round's event
+    action_id: UUID | None = None  # the bulk action retrying it (``last_action_id``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +258,9 @@ class EventRecord:
     timestamp: datetime
     sequence: int = 0
     tenant: str | None = None  # the operation's tenant: scoped feeds show only their own
+    # Who caused it: a principal's name, "anonymous" (a request with no authentication),
+    # or "system" (the service by itself).
+    actor: str = "system"
 
 
 @dataclass(frozen=True, slots=True)

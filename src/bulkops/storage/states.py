@@ -44,7 +44,10 @@ TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
     OperationStatus.CANCELLED: frozenset(
         {OperationStatus.PENDING, OperationStatus.RUNNING, OperationStatus.RETRYING}
     ),
-    OperationStatus.RETRYING: frozenset({OperationStatus.COMPLETED_WITH_ERRORS}),
+    # A restart with includeCompleted may start a round of a Completed operation too.
+    OperationStatus.RETRYING: frozenset(
+        {OperationStatus.COMPLETED_WITH_ERRORS, OperationStatus.COMPLETED}
+    ),
     # A stopping worker that cannot drain in time hands its operation back.
     OperationStatus.PENDING: frozenset({OperationStatus.RUNNING}),
 }
@@ -85,6 +88,7 @@ class EventType(StrEnum):
     FAILED = "Failed"
     CANCELLED = "Cancelled"
     ROW_FAILED = "RowFailed"
+    ROW_FIXED = "RowFixed"
 
 
 class Severity(StrEnum):

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from bulkops.api.actor import ActorDep
 from bulkops.api.deps import (
     INT32_MAX,
     INT32_MIN,
@@ -218,7 +219,11 @@ async def get_bulk_errors(
         after=after,
     )
     fixed = await runtime.queries.fixed_among(operation_id, result.items)
-    items = [RowErrorSchema.of(r, r.row_number in fixed) for r in result.items]
+    originals = await runtime.queries.originals_among(operation_id, result.items, fixed)
+    items = [
+        RowErrorSchema.of(r, r.row_number in fixed, original=originals.get(r.row_number))
+        for r in result.items
+    ]
     return RowPageSchema.of_rows(result, items)
 
 
@@ -277,6 +282,7 @@ async def fix_bulk_row(
     row_number: Annotated[int, Path(alias="rowNumber", ge=INT32_MIN, le=INT32_MAX)],
     request: Request,
     runtime: RuntimeDep,
+    actor: ActorDep,
 ) -> RowErrorSchema:
     """Fix a Failed row of a finished operation that keeps row data: its new data (the
     whole row, by the file's column names) is validated at once and used by the next
@@ -289,8 +295,9 @@ async def fix_bulk_row(
     data = body.get("rowData") if isinstance(body, dict) else None
     if not isinstance(data, dict):
         raise BadRequest(_FIX_BODY)
-    fixed = await runtime.fixes.fix(operation_id, row_number, data)
-    return RowErrorSchema.of(fixed, fixed=True)
+    fixed = await runtime.fixes.fix(operation_id, row_number, data, actor=actor)
+    originals = await runtime.queries.originals_among(operation_id, [fixed])
+    return RowErrorSchema.of(fixed, fixed=True, original=originals.get(row_number))
 
 
 _FIX_BODY = 'Body must be JSON: {"rowData": {"column": "value", ...}}'
@@ -322,7 +329,9 @@ async def get_bulk_file(operation_id: OperationId, runtime: RuntimeDep) -> Strea
     responses=error_responses(404, 409),
     response_model_exclude_none=True,
 )
-async def cancel_bulk(operation_id: OperationId, runtime: RuntimeDep) -> StatusSchema:
+async def cancel_bulk(
+    operation_id: OperationId, runtime: RuntimeDep, actor: ActorDep
+) -> StatusSchema:
     """Cancel a Pending, Running or Retrying operation; 409 when already finished."""
-    await runtime.commands.cancel(operation_id)
+    await runtime.commands.cancel(operation_id, actor=actor)
     return StatusSchema.from_record(await runtime.queries.status(operation_id))

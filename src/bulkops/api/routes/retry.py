@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+import json
+from typing import Annotated, Any
 
+from fastapi import APIRouter, Query, Request
+
+from bulkops.api.actor import ActorDep
 from bulkops.api.deps import (
     INT32_MAX,
     INT32_MIN,
@@ -17,6 +21,7 @@ from bulkops.api.schemas import (
     EligibilitySchema,
     PageSchema,
     RetryHistorySchema,
+    RetryRequest,
     RetryResultSchema,
     RetryRowsRequest,
     error_responses,
@@ -57,11 +62,38 @@ async def get_retry_eligibility(
     operation_id="retryBulk",
     response_model=RetryResultSchema,
     response_model_exclude_none=True,
-    responses=_ERRORS,
+    responses=error_responses(400, 404, 409),
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": {"schema": RetryRequest.model_json_schema(by_alias=True)}
+            },
+        }
+    },
 )
-async def retry_bulk(operation_id: OperationId, runtime: RuntimeDep) -> RetryResultSchema:
-    """Retry every failed row that can be retried; 409 with the reason when refused."""
-    return _result(await runtime.retries.retry(operation_id))
+async def retry_bulk(
+    operation_id: OperationId,
+    request: Request,
+    runtime: RuntimeDep,
+    actor: ActorDep,
+    from_step: Annotated[
+        str | None,
+        Query(alias="fromStep", min_length=1, description="Restart from this pipeline step"),
+    ] = None,
+    include_completed: Annotated[
+        bool | None,
+        Query(alias="includeCompleted", description="Restart Completed rows too"),
+    ] = None,
+) -> RetryResultSchema:
+    """Retry every failed row that can be retried; 409 with the reason when refused.
+
+    An optional JSON body ``{"fromStep": name, "includeCompleted": bool}`` (or the same
+    query parameters) restarts: the rows run again from that step of a pipeline, with
+    ``includeCompleted`` Completed rows too (a Completed operation included)."""
+    body = await _optional_body(request)
+    restart = _restart(body, from_step, include_completed)
+    return _result(await runtime.retries.retry(operation_id, actor=actor, **restart))
 
 
 @router.post(
@@ -80,9 +112,10 @@ async def retry_bulk(operation_id: OperationId, runtime: RuntimeDep) -> RetryRes
     },
 )
 async def retry_bulk_rows(
-    operation_id: OperationId, request: Request, runtime: RuntimeDep
+    operation_id: OperationId, request: Request, runtime: RuntimeDep, actor: ActorDep
 ) -> RetryResultSchema:
-    """Retry the named failed rows; the others are skipped with a reason each."""
+    """Retry the named failed rows; the others are skipped with a reason each. With
+    ``fromStep`` and ``includeCompleted`` in the body, restart them (see ``retryBulk``)."""
     try:
         body = await request.json()
     except ValueError:
@@ -91,7 +124,37 @@ async def retry_bulk_rows(
     if not isinstance(numbers, list):
         raise BadRequest('Body must be JSON: {"rowNumbers": [1, 2]}')
     rows = [_row_number(n) for n in numbers]
-    return _result(await runtime.retries.retry(operation_id, rows))
+    restart = _restart(body, None, None)
+    return _result(await runtime.retries.retry(operation_id, rows, actor=actor, **restart))
+
+
+async def _optional_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise BadRequest(_RESTART_BODY) from None
+    if not isinstance(body, dict):
+        raise BadRequest(_RESTART_BODY)
+    return body
+
+
+_RESTART_BODY = 'Body must be empty or JSON: {"fromStep": "step name", "includeCompleted": true}'
+
+
+def _restart(
+    body: dict[str, Any], from_step: str | None, include_completed: bool | None
+) -> dict[str, Any]:
+    """The restart options of a retry request: the body's, else the query's."""
+    step = body.get("fromStep", from_step)
+    completed = body.get("includeCompleted", include_completed)
+    if step is not None and (not isinstance(step, str) or not step):
+        raise BadRequest("fromStep must be a step name")
+    if completed is not None and not isinstance(completed, bool):
+        raise BadRequest("includeCompleted must be true or false")
+    return {"from_step": step, "include_completed": bool(completed)}
 
 
 def _row_number(value: object) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from bulkops.cli.client.act import act
 from bulkops.cli.client.commands import (
     cancel,
     download,
@@ -69,6 +70,7 @@ def register(app: typer.Typer, *, prune_events: PruneEvents | None = None) -> No
         mapping_save,
         mapping_delete,
         usage,
+        act,
     ):
         name = "list" if command is list_operations else command.__name__.replace("_", "-")
         app.command(name)(command)

@@ -298,11 +298,26 @@ def retry(
     row_numbers: Annotated[
         str | None, typer.Option("--rows", help="Only these rows, e.g. 1,2,7")
     ] = None,
+    from_step: Annotated[
+        str | None,
+        typer.Option(
+            "--from-step",
+            help="Restart the rows from this step of a pipeline: it and the later steps "
+            "run again (under new idempotency keys)",
+        ),
+    ] = None,
+    include_completed: Annotated[
+        bool,
+        typer.Option(
+            "--include-completed",
+            help="Restart Completed rows too (a Completed operation included)",
+        ),
+    ] = False,
     url: Url = DEFAULT_URL,
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Retry an operation's failed rows (all, or --rows)."""
+    """Retry an operation's failed rows (all, or --rows), or restart them --from-step."""
     chosen = None
     if row_numbers is not None:
         try:
@@ -313,11 +328,12 @@ def retry(
             ) from None
         if not chosen:
             raise fail("--rows names no row")
+    restart = {"from_step": from_step, "include_completed": include_completed}
     with connected(url, token) as client:
         found = (
-            client.retry_bulk_rows(operation_id, chosen)
+            client.retry_bulk_rows(operation_id, chosen, **restart)
             if chosen
-            else client.retry_bulk(operation_id)
+            else client.retry_bulk(operation_id, **restart)
         )
     emit(
         found,

@@ -16,13 +16,19 @@ MAX_LIMIT = 1000
 
 @router.get("/api/events")
 async def get_events(
-    request: Request, since: int | None = None, limit: int | None = None
+    request: Request,
+    since: int | None = None,
+    limit: int | None = None,
+    actor: str | None = None,
 ) -> JSONResponse:
     """Events of every backend after the gateway cursor ``since``, oldest first; without
-    ``since`` the newest ``limit`` (default 100, at most 1000)."""
+    ``since`` the newest ``limit`` (default 100, at most 1000). With ``actor``, those of
+    them that actor caused (filtered here: the merged cursor stays every backend's)."""
     gateway = gateway_of(request)
     size = DEFAULT_LIMIT if limit is None else min(max(limit, 1), MAX_LIMIT)
     events = await until_disconnect(
         request, gateway.feed.read(since, size, gateway.headers_for(request))
     )
+    if actor:
+        events = [event for event in events if event.get("actor", "system") == actor]
     return JSONResponse(events)

@@ -185,6 +185,7 @@ def sqlite_events(events: Sequence[EventRecord]) -> list[tuple[Any, ...]]:
             e.message,
             sqlite_timestamp(e.timestamp),
             e.tenant,
+            e.actor,
         )
         for e in events
     ]

@@ -48,6 +48,7 @@ class SqlEventStore:
         limit: int,
         operation_id: UUID | None = None,
         tenant: str | None = None,
+        actor: str | None = None,
     ) -> Sequence[EventRecord]:
         """Events oldest first: those above ``after``, or the newest ``limit`` without it."""
         if limit < 1:
@@ -58,6 +59,8 @@ class SqlEventStore:
             stmt = stmt.where(events_table.c.operation_id == operation_id)
         if tenant is not None:
             stmt = stmt.where(events_table.c.tenant == tenant)
+        if actor is not None:
+            stmt = stmt.where(events_table.c.actor == actor)
         if after is None:
             stmt = stmt.order_by(seq.desc()).limit(limit)
         else:

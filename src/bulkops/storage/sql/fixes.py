@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from sqlalchemy import ColumnElement, select, update
 
-from bulkops.storage.records import RowRecord
+from bulkops.storage.records import EventRecord, RowRecord
 from bulkops.storage.sql.base import SqlBase
 from bulkops.storage.sql.codec import row_from_mapping
 from bulkops.storage.sql.pages import in_states
@@ -23,7 +23,12 @@ class FixMethods(SqlBase):
     """The fixes part of ``SqlStore`` (``RowStore.fix_row`` and ``RowStore.fixes``)."""
 
     async def fix_row(
-        self, operation_id: UUID, row_number: int, row_data: dict[str, Any], now: datetime
+        self,
+        operation_id: UUID,
+        row_number: int,
+        row_data: dict[str, Any],
+        now: datetime,
+        events: Sequence[EventRecord] = (),
     ) -> RowRecord | None:
         """Replace the data of a Failed row and record its fix; see ``RowStore.fix_row``."""
         r, f = row_records.c, row_fixes.c
@@ -37,19 +42,47 @@ class FixMethods(SqlBase):
             if row.state is not RowState.FAILED:
                 return None
             await conn.execute(update(row_records).where(*key).values(row_data=row_data))
-            await conn.execute(
-                row_fixes.delete().where(f.operation_id == operation_id, f.row_number == row_number)
-            )
+            fix_key = (f.operation_id == operation_id, f.row_number == row_number)
+            earlier = (
+                await conn.execute(select(f.row_data, f.original_data).where(*fix_key))
+            ).one_or_none()
+            # The first data stays the data before the first fix (NULL: fixed before it
+            # was kept, and so unknown).
+            original = row.row_data if earlier is None else earlier.original_data
+            await conn.execute(row_fixes.delete().where(*fix_key))
             await conn.execute(
                 row_fixes.insert().values(
                     operation_id=operation_id,
                     row_number=row_number,
                     row_data=row_data,
                     fixed_at=now,
+                    original_data=original,
                 )
             )
+            if events and self._events_here:
+                await self._db.dialect.insert_events(conn, events)
+        if events and not self._events_here:
+            await self._after_commit(events)
         row.row_data = row_data
         return row
+
+    async def originals(
+        self, operation_id: UUID, row_numbers: Collection[int]
+    ) -> dict[int, dict[str, Any]]:
+        """The data before their first fix of the fixed rows among ``row_numbers``; see
+        ``RowStore.originals``."""
+        f = row_fixes.c
+        numbers = sorted(set(row_numbers))
+        found: dict[int, dict[str, Any]] = {}
+        async with self._db.read() as conn:
+            for i in range(0, len(numbers), _CHUNK):
+                stmt = select(f.row_number, f.original_data).where(
+                    f.operation_id == operation_id,
+                    f.row_number.in_(numbers[i : i + _CHUNK]),
+                    f.original_data.is_not(None),
+                )
+                found.update((n, data) for n, data in (await conn.execute(stmt)).all())
+        return found
 
     async def fixes(
         self,

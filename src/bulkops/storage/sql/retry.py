@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
@@ -23,7 +23,7 @@ from bulkops.storage.sql.codec import operation_from_row, row_from_mapping
 from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
 from bulkops.storage.sql.schema import operations, retry_history, row_fixes, row_records
-from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.states import RowState
 
 _BATCH = 2_000  # rows read, reset and written at a time, inside the one transaction
 _CHUNK = 5_000  # row numbers per IN list, well under every database's parameter limit
@@ -52,11 +52,19 @@ async def _qualifying(
         .where(f.operation_id == r.operation_id, f.row_number == r.row_number)
         .exists()
     )
+    failed: ColumnElement[bool] = and_(
+        r.state == RowState.FAILED, or_(r.step_index.in_(request.allowed_steps), fixed)
+    )
     base: list[ColumnElement[bool]] = [
         r.operation_id == request.operation_id,
         *in_states((RowState.FAILED,)),
         or_(r.step_index.in_(request.allowed_steps), fixed),
     ]
+    if request.include_completed:  # a restart: Completed rows too (not in the state index)
+        base = [
+            r.operation_id == request.operation_id,
+            or_(failed, r.state == RowState.COMPLETED),
+        ]
     chunks: list[Sequence[int] | None] = [None]
     if request.row_numbers is not None:
         numbers = sorted(set(request.row_numbers))
@@ -96,18 +104,22 @@ class RetryMethods(SqlBase):
                 return None
             record = operation_from_row(found)
             if (
-                record.status is not OperationStatus.COMPLETED_WITH_ERRORS
+                record.status not in lifecycle.retry_sources(request)
                 or record.version != request.expected_version
             ):
                 return None
+            failed = 0
             async for rows in _qualifying(conn, request):
+                # Every row a round resets is kept in the history as it stood (a Completed
+                # row a restart runs again, without an error).
                 history = [_snapshot_values(lifecycle.retry_snapshot(row)) for row in rows]
                 await conn.execute(retry_history.insert(), history)
-                fresh = [lifecycle.reset_for_retry(row) for row in rows]
+                failed += sum(1 for row in rows if row.state is RowState.FAILED)
+                fresh = [lifecycle.reset_row(request, row) for row in rows]
                 await dialect.upsert_rows(conn, request.operation_id, fresh)
                 reset += len(rows)
             if reset:
-                change = lifecycle.begin_retry(record, now)
+                change = lifecycle.retry_round(record, request, now, failed, reset - failed)
                 await conn.execute(
                     update(operations).where(o.id == record.id).values(**change.values)
                 )

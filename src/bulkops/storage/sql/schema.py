@@ -82,6 +82,7 @@ operations = Table(
     Column("undo_of", UuidType(), nullable=True),
     Column("undone_by", UuidType(), nullable=True),
     Column("file_sha256", String(64), nullable=True),
+    Column("last_action_id", UuidType(), nullable=True),  # 0015
     # Claimable (Pending/Retrying, oldest first) and Running look-ups.
     Index("ix_operations_status_created_at", "status", "created_at"),
     Index("ix_operations_operation_name", "operation_name"),
@@ -181,6 +182,8 @@ row_fixes = Table(
     Column("row_number", Integer(), primary_key=True),
     Column("row_data", JsonType, nullable=False),
     Column("fixed_at", UtcDateTime(), nullable=False),
+    # The row's data before its first fix (0015): ``originalRowData`` of its items.
+    Column("original_data", JsonType, nullable=True),
 )
 
 events = Table(
@@ -201,6 +204,8 @@ events = Table(
     Column("message", Text(), nullable=False),
     Column("timestamp", UtcDateTime(), nullable=False),
     Column("tenant", String(200), nullable=True),
+    # Who caused it (0015): a principal's name, "anonymous" or "system".
+    Column("actor", String(200), nullable=False, server_default="system"),
     Index("ix_events_operation_id_sequence", "operation_id", "sequence"),
     Index("ix_events_timestamp", "timestamp"),
     # A tenant's feed (0011); partial, so events of untenanted operations skip it.
@@ -319,6 +324,43 @@ notification_deliveries = Table(
     Column("claimed_until", UtcDateTime(), nullable=True),
     Index("ix_notification_deliveries_state_next", "state", "next_attempt_at"),
     Index("ix_notification_deliveries_operation_id", "operation_id", "created_at"),
+)
+
+# Bulk actions (0015): a retry, cancel or restart of every operation a filter matched. The
+# matched operations are written as items when the action is created, so a process that
+# resumes an action after a crash acts on exactly those, in ``position`` order.
+bulk_actions = Table(
+    "bulk_actions",
+    metadata,
+    Column("id", UuidType(), primary_key=True),
+    Column("action", String(20), nullable=False),
+    Column("filter", JsonType, nullable=False),
+    Column("from_step", String(200), nullable=True),
+    Column("include_completed", Boolean(), nullable=False, server_default=false()),
+    Column("reason", Text(), nullable=True),
+    Column("status", String(20), nullable=False),
+    Column("matched", Integer(), nullable=False, server_default="0"),
+    Column("done", Integer(), nullable=False, server_default="0"),
+    Column("skipped", Integer(), nullable=False, server_default="0"),
+    Column("failed", Integer(), nullable=False, server_default="0"),
+    Column("created_by", String(200), nullable=False),
+    Column("tenant", String(200), nullable=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("completed_at", UtcDateTime(), nullable=True),
+    Column("runner", String(200), nullable=True),
+    Column("heartbeat_at", UtcDateTime(), nullable=True),
+    Index("ix_bulk_actions_created_at", "created_at"),
+    Index("ix_bulk_actions_status", "status"),
+)
+
+bulk_action_items = Table(
+    "bulk_action_items",
+    metadata,
+    Column("action_id", UuidType(), primary_key=True),
+    Column("position", Integer(), primary_key=True),
+    Column("operation_id", UuidType(), nullable=False),
+    Column("outcome", String(20), nullable=False),  # pending | done | skipped | failed
+    Column("reason", Text(), nullable=True),
 )
 
 

@@ -72,7 +72,7 @@ export function EventTable({ events, withOperation, label }) {
       <thead><tr>
         <th scope="col">#</th><th scope="col">Time</th>
         ${withOperation && html`<th scope="col">Operation</th>`}
-        <th scope="col">Type</th><th scope="col">Severity</th><th scope="col">Message</th>
+        <th scope="col">Type</th><th scope="col">Severity</th><th scope="col">Actor</th><th scope="col">Message</th>
       </tr></thead>
       <tbody>${events.map(
         (e) => html`<tr key=${e.sequence} class=${`severity-${String(e.severity).toLowerCase()}`}>
@@ -83,6 +83,7 @@ export function EventTable({ events, withOperation, label }) {
             <span class="hint mono">${e.operationId.slice(0, 8)}</span></td>`}
           <td data-label="Type">${e.type}</td>
           <td data-label="Severity">${e.severity}</td>
+          <td data-label="Actor" class="actor">${e.actor ?? "system"}</td>
           <td data-label="Message" class="message">${e.message}</td>
         </tr>`,
       )}</tbody>

@@ -1,6 +1,7 @@
 // The operations list: newest first, filters kept in the URL (so a filtered view is a link),
 // paging, and a refresh every 2 s.
 import { useEffect, useState } from "preact/hooks";
+import { BulkActions } from "../actions.js";
 import { get } from "../api.js";
 import { useCatalog } from "../catalog.js";
 import { count, time } from "../format.js";
@@ -85,8 +86,24 @@ function Filters({ query, onChange, operations }) {
   </form>`;
 }
 
-function OperationRow({ op, tenants }) {
+// The list's filter as a bulk action's filter, or null when it has none.
+function actionFilter(query) {
+  const api = apiQuery(query);
+  const filter = {};
+  if (api.operationName) filter.operationName = api.operationName;
+  if (api.status) filter.status = [api.status];
+  if (api.createdBy) filter.createdBy = api.createdBy;
+  if (api.from) filter.from = api.from;
+  if (api.to) filter.to = api.to;
+  return Object.keys(filter).length ? filter : null;
+}
+
+function OperationRow({ op, tenants, selected, onSelect }) {
   return html`<tr>
+    <td data-label="Select" class="select">
+      <input type="checkbox" checked=${selected} aria-label=${`Select operation ${op.id.slice(0, 8)}`}
+        onChange=${(e) => onSelect(op.id, e.currentTarget.checked)} />
+    </td>
     <td data-label="Operation">
       <${Link} href=${paths.operation(op.id)} aria-label=${`Operation ${op.operationName} ${op.id}`}>
         ${op.operationName}</${Link}>${" "}
@@ -111,6 +128,14 @@ function OperationRow({ op, tenants }) {
 export function ListPage({ route }) {
   const query = route.query;
   const [auto, setAuto] = useState(true);
+  const [selected, setSelected] = useState(() => new Set());
+  const select = (id, on) =>
+    setSelected((before) => {
+      const next = new Set(before);
+      if (on) next.add(id);
+      else next.delete(id);
+      return next;
+    });
   const [catalog] = useCatalog();
   const [state] = useLoad(() => get("/api/bulks", apiQuery(query)), [query.toString()], {
     every: POLL_MS,
@@ -144,6 +169,7 @@ export function ListPage({ route }) {
         Auto-refresh every 2 s
       </label>
     </div>
+    <${BulkActions} selected=${selected} filter=${actionFilter(query)} onStarted=${() => setSelected(new Set())} />
     <${ErrorMessage} error=${state.error} prefix="Could not load operations" />
     ${page && page.items.length === 0 &&
     html`<p class="empty">No operations${query.toString() ? " match these filters" : " yet"}.
@@ -152,13 +178,17 @@ export function ListPage({ route }) {
     html`<${TableBox} label="Operations">
       <table class="operations stack">
         <thead><tr>
+          <th scope="col"><input type="checkbox" aria-label="Select every operation on this page"
+            checked=${page.items.length > 0 && page.items.every((op) => selected.has(op.id))}
+            onChange=${(e) => page.items.forEach((op) => select(op.id, e.currentTarget.checked))} /></th>
           <th scope="col">Operation</th><th scope="col">Status</th><th scope="col">Progress</th>
           <th scope="col">Rows</th><th scope="col">Errors</th><th scope="col">Priority</th>
           <th scope="col">Created by</th>
           ${tenants && html`<th scope="col">Tenant</th>`}
           <th scope="col">Created at</th><th scope="col">File</th>
         </tr></thead>
-        <tbody>${page.items.map((op) => html`<${OperationRow} key=${op.id} op=${op} tenants=${tenants} />`)}</tbody>
+        <tbody>${page.items.map((op) => html`<${OperationRow} key=${op.id} op=${op} tenants=${tenants}
+          selected=${selected.has(op.id)} onSelect=${select} />`)}</tbody>
       </table>
     </${TableBox}>
     <${Pager} page=${page} what="operations" onPage=${(n) => update({ page: String(n) })} />`}
