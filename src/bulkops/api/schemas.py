@@ -205,6 +205,7 @@ class RowErrorSchema(Schema):
     signal_key: str | None = None
     row_data: dict[str, Any] | None = None
     fixed: bool | None = None  # true once its data was fixed in place (omitted otherwise)
+    unchanged: bool | None = None  # a fix's answer: its data was the row's already
 
     @classmethod
     def of(cls, row: RowRecord, fixed: bool = False) -> RowErrorSchema:

@@ -250,7 +250,9 @@ class AsyncClient(HttpSession):
         """Correct a failed row's data in place (``PATCH /api/bulks/{id}/rows/{rowNumber}``;
         the whole row, by file column names). The server validates it at once: 422 ApiError
         with ``errors`` and nothing changed, 409 when the row or operation cannot be fixed.
-        Returns the row with its new ``row_data`` and ``fixed`` True; the next retry uses it."""
+        Returns the row with its new ``row_data`` and ``fixed`` True; the next retry uses it.
+        Data equal to the row's current data changes nothing: the row comes back as it was,
+        with ``unchanged`` True."""
         body = {"rowData": dict(row_data)}
         return await self._model(RowError, "PATCH", f"/api/bulks/{id}/rows/{row_number}", json=body)
 

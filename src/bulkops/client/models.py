@@ -111,6 +111,8 @@ class RowError(Model):
     signal_key: str | None = None
     row_data: dict[str, Any] | None = None
     fixed: bool = False
+    # The answer of a fix: the data sent was the row's already, so nothing changed.
+    unchanged: bool = False
 
 
 class StepProgress(Model):
