@@ -646,3 +646,24 @@ def test_fix_lists_unchanged_rows_apart_and_does_not_retry_them(
     assert [json.loads(r.content) for r in retries] == [{"rowNumbers": [2]}] * 2
     report = json.loads(as_json.stdout)
     assert (report["fixed"], report["unchanged"]) == ([2], [6])
+
+
+def test_template_as_a_workbook_needs_a_file(service: Service, tmp_path: Path) -> None:
+    workbook = b"PK\x03\x04 a workbook"
+    service.on(
+        "GET",
+        "/api/operations/import-users/template",
+        lambda request: httpx.Response(200, content=workbook),
+    )
+    target = tmp_path / "users.xlsx"
+
+    saved = bulkops("template", "import-users", "--format", "xlsx", "-o", str(target))
+    to_terminal = bulkops("template", "import-users", "--format", "xlsx")
+    unknown = bulkops("template", "import-users", "--format", "pdf")
+
+    assert saved.exit_code == 0, saved.output
+    assert target.read_bytes() == workbook
+    [request] = service.requests("GET", "/api/operations/import-users/template")
+    assert request.url.params["format"] == "xlsx"
+    assert to_terminal.exit_code == 2 and "--output" in to_terminal.stderr
+    assert unknown.exit_code != 0  # not one of csv, xlsx

@@ -70,6 +70,13 @@ class AsyncClient(HttpSession):
         """The CSV header template of an operation."""
         return (await self._send("GET", f"/api/operations/{name}/template")).text
 
+    async def download_operation_template(
+        self, name: str, out: IO[bytes], *, format: str = "csv"
+    ) -> int:
+        """Stream the template file into ``out`` (``format`` csv, or xlsx for a workbook
+        whose one sheet holds the header row); returns the bytes written."""
+        return await self._stream_to(f"/api/operations/{name}/template", query(format=format), out)
+
     # --- operations -------------------------------------------------------------------------
 
     async def create_bulk(
@@ -233,7 +240,7 @@ class AsyncClient(HttpSession):
         error_type: str | None = None,
         step_name: str | None = None,
     ) -> int:
-        """Stream an export (``mode`` report or data; ``format`` csv, json or jsonl) into
+        """Stream an export (``mode`` report or data; ``format`` csv, json, jsonl or xlsx) into
         ``out``; returns the bytes written."""
         params = query(
             mode=mode, format=format, state=state, errorType=error_type, stepName=step_name
