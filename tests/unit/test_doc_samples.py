@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.doc_samples import KINDS, ROOT, SHELL, Block, every_block
+from tests.doc_samples import KINDS, ROOT, SHELL, Block, every_block, pages
 
 BLOCKS = every_block()
 
@@ -55,3 +55,14 @@ def test_python_samples_compile() -> None:
     for block in BLOCKS:
         if block.lang == "python" and block.include is None and block.kind != "output":
             compile(block.text, block.where(), "exec")
+
+
+def test_every_screenshot_is_shown_and_every_shown_one_exists() -> None:
+    """``make screenshots`` retakes the images the pages show; none lies around unused."""
+    import re
+
+    text = "\n".join(page.read_text() for page in pages())
+    shown = set(re.findall(r"screenshots/([\w-]+\.png)", text))
+    stored = {path.name for path in (ROOT / "docs" / "screenshots").glob("*.png")}
+    assert stored - shown == set(), "unused screenshots: delete them"
+    assert shown - stored == set(), "missing screenshots: run make screenshots"
