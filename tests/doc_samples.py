@@ -22,7 +22,9 @@ Every fenced block of a page is one of:
 
 A page whose samples talk to a running service says how the reader starts it, anywhere on
 the page: ``<!-- samples need: make run -->``. The runner starts that command in the
-background before the page's first block (as the reader did in another terminal).
+background before the page's first block (as the reader did in another terminal). A page
+without that line and without a ``background`` block whose shell samples call ``bulkops``
+or ``curl`` gets ``bulkops serve`` (the built-in examples).
 
 A new page is picked up by the glob: its samples run without anyone listing them.
 """

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.doc_samples import ROOT, Block, blocks, pages, service
+from tests.doc_samples import ROOT, SHELL, Block, blocks, pages, service
 
+DEFAULT_SERVICE = "bulkops serve"
 PAGE_TIMEOUT = 300  # seconds for one page's samples (a loaded machine runs CLI calls slowly)
 RUNNABLE = [page for page in pages() if any(block.runs for block in blocks(page))]
 _EXIT = re.compile(r"^(?P<command>[^#]*\S)\s+#.*\bexit code (?P<code>\d+)")
@@ -101,11 +102,24 @@ def _script(block: Block, index: int, python_so_far: list[str], port: int) -> st
     return _shell(text)
 
 
+def _talks_to_a_service(page: Path) -> bool:
+    """A page that starts no service of its own but whose shell samples call one (a guide
+    added without a ``samples need`` line): it gets ``bulkops serve``, the built-in
+    examples."""
+    found = blocks(page)
+    if any(block.kind == "background" for block in found):
+        return False
+    return any(
+        block.runs and block.lang in SHELL and re.search(r"\bbulkops [a-z]|\bcurl ", block.text)
+        for block in found
+    )
+
+
 def page_script(page: Path, port: int) -> str:
     """The bash script that runs a page's samples."""
     parts = ["set -eo pipefail", SERVICE_WAIT, "trap bulkops_stop_services EXIT"]
     python_so_far: list[str] = []
-    command = service(page)
+    command = service(page) or (DEFAULT_SERVICE if _talks_to_a_service(page) else None)
     if command is not None:
         parts += [
             f"( {command} ) > background-service.log 2>&1 &",
