@@ -237,16 +237,24 @@ def creator(request: pytest.FixtureRequest) -> str:
     return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:60]
 
 
+def documented(reference: str) -> bool:
+    """Whether README.md or a page of docs/ shows this image: ``make screenshots`` keeps
+    only those."""
+    root = Path(__file__).resolve().parents[2]
+    pages = [root / "README.md", *(root / "docs").rglob("*.md")]
+    return any(reference in page.read_text() for page in pages)
+
+
 @pytest.fixture
 def shoot(tmp_path: Path) -> Callable[[Page, str], Path]:
     """``shoot(page, name)`` saves a full-page screenshot; with DASHBOARD_SCREENSHOTS set
-    (``make screenshots``) it is also copied there for the README."""
+    (``make screenshots``) it is also copied there when a page shows it."""
 
     def take(page: Page, name: str) -> Path:
         path = tmp_path / f"{name}.png"
         page.screenshot(path=str(path), full_page=True, animations="disabled")
         target = os.environ.get(SCREENSHOTS_ENV)
-        if target:
+        if target and documented(f"screenshots/{path.name}"):
             Path(target).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, Path(target) / path.name)
         return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import csv
 import io
 import json
 import uuid
@@ -625,3 +626,30 @@ async def test_a_run_from_an_xlsx_dry_run_reads_the_same_worksheet(
     for operation_id in (dry, real):
         stored = await operations.get(uuid.UUID(operation_id))
         assert stored is not None and (stored.sheet, stored.notifications) == ("People", None)
+
+
+async def test_a_fix_with_the_rows_own_data_changes_nothing(client: httpx.AsyncClient) -> None:
+    """A data export sent back whole: rows nobody edited are not fixes (``unchanged``),
+    ``fixed`` stays as it was and no event is written; an edited row is a fix as before."""
+    operation_id = await run(client)
+    exported = await client.get(
+        f"/api/bulks/{operation_id}/export?mode=data&format=csv&state=Failed"
+    )
+    items = list(csv.DictReader(io.StringIO(exported.text)))
+    assert [item["_rowNumber"] for item in items] == ["2", "3"]
+    events_before = (await client.get(f"/api/bulks/{operation_id}/events")).json()
+    for item in items:
+        same = await fix(client, operation_id, int(item["_rowNumber"]), item)
+        assert same.status_code == 200, same.text
+        body = same.json()
+        assert body["unchanged"] is True and "fixed" not in body
+        assert body["state"] == "Failed"
+    assert all("fixed" not in e for e in await errors(client, operation_id))
+    assert (await client.get(f"/api/bulks/{operation_id}/events")).json() == events_before
+    # A real fix, then the same data again: still fixed, and again nothing changes.
+    new = {"name": "bob", "email": "bob@example.com", "age": "41"}
+    first = (await fix(client, operation_id, 2, new)).json()
+    assert first["fixed"] is True and "unchanged" not in first
+    again = (await fix(client, operation_id, 2, {**new, "age": 41})).json()
+    assert again["fixed"] is True and again["unchanged"] is True
+    assert again["rowData"] == new

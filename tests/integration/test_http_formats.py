@@ -324,3 +324,20 @@ async def test_a_plain_file_declared_gzip_is_a_file_error(
     assert created.json()["error"].startswith("The file is not a valid gzip stream")
     listed = await client.get("/api/bulks")
     assert listed.json()["totalCount"] == 0
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/api/operations/record/template?format=",
+        "/api/operations/record/template?format=%20",
+        "/api/operations/record/template?format=pdf",
+    ],
+)
+async def test_a_value_outside_the_templates_format_enum_is_400(
+    client: httpx.AsyncClient, query: str
+) -> None:
+    """The description lists csv and xlsx: an empty value is outside it like any other."""
+    response = await client.get(query)
+    assert response.status_code == 400, response.text
+    assert "format" in response.json()["error"]

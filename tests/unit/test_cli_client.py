@@ -616,3 +616,54 @@ def test_fix_from_a_workbook_sends_cells_as_csv_text(service: Service, tmp_path:
         {"name": "Bob", "email": "bob@example.com", "age": "", "joined": "2026-01-02T09:30:00"},
     ]
     assert unreadable.exit_code == 2 and "not a readable workbook" in unreadable.stderr
+
+
+def test_fix_lists_unchanged_rows_apart_and_does_not_retry_them(
+    service: Service, tmp_path: Path
+) -> None:
+    """A whole failed-rows export sent back: rows nobody edited come back ``unchanged``
+    (the server recorded no fix); they are reported apart and left out of the retry."""
+    service.on("GET", f"/api/bulks/{OP}", detail())
+    service.on("GET", f"/api/bulks/{OP}/errors", page([error_item(n) for n in (2, 6)]))
+    service.on("PATCH", f"/api/bulks/{OP}/rows/2", answer_fix)
+    service.on(
+        "PATCH",
+        f"/api/bulks/{OP}/rows/6",
+        error_item(6, rowData={"name": "Di"}, unchanged=True),
+    )
+    service.on(
+        "POST", f"/api/bulks/{OP}/retry/rows", {"rowsSubmitted": 1, "rowsSkipped": 0}, status=202
+    )
+    export = tmp_path / "failed.csv"
+    export.write_text("name,email,_rowNumber\nAnn,ann@example.com,2\nDi,di@example.com,6\n")
+
+    result = bulkops("fix", OP, str(export))
+    as_json = bulkops("fix", OP, str(export), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert "1 rows fixed, 0 refused, 1 unchanged (same data, not retried)" in result.stdout
+    retries = service.requests("POST", f"/api/bulks/{OP}/retry/rows")
+    assert [json.loads(r.content) for r in retries] == [{"rowNumbers": [2]}] * 2
+    report = json.loads(as_json.stdout)
+    assert (report["fixed"], report["unchanged"]) == ([2], [6])
+
+
+def test_template_as_a_workbook_needs_a_file(service: Service, tmp_path: Path) -> None:
+    workbook = b"PK\x03\x04 a workbook"
+    service.on(
+        "GET",
+        "/api/operations/import-users/template",
+        lambda request: httpx.Response(200, content=workbook),
+    )
+    target = tmp_path / "users.xlsx"
+
+    saved = bulkops("template", "import-users", "--format", "xlsx", "-o", str(target))
+    to_terminal = bulkops("template", "import-users", "--format", "xlsx")
+    unknown = bulkops("template", "import-users", "--format", "pdf")
+
+    assert saved.exit_code == 0, saved.output
+    assert target.read_bytes() == workbook
+    [request] = service.requests("GET", "/api/operations/import-users/template")
+    assert request.url.params["format"] == "xlsx"
+    assert to_terminal.exit_code == 2 and "--output" in to_terminal.stderr
+    assert unknown.exit_code != 0  # not one of csv, xlsx

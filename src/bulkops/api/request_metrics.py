@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from bulkops.observability.metrics import Metrics
 
 # Requests no route saw (unknown paths, and those access control refused before routing):
 # one label for all, not one per path.
 UNROUTED = "unrouted"
 
 
+class RequestRecorder(Protocol):
+    """Where requests are counted: the service's ``Metrics``, or the gateway's."""
+
+    def request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one request and its latency."""
+
+
 class RequestMetricsMiddleware:
     """Times every HTTP request and records it under its route's template
     (``/api/bulks/{id}/status``), so the label set stays bounded."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: RequestRecorder) -> None:
         self.app = app
         self.metrics = metrics
 

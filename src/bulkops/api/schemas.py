@@ -214,6 +214,7 @@ class RowErrorSchema(Schema):
     fixed: bool | None = None  # true once its data was fixed in place (omitted otherwise)
     # Its data before its first fix, once that differs from ``rowData`` (omitted otherwise).
     original_row_data: dict[str, Any] | None = None
+    unchanged: bool | None = None  # a fix's answer: its data was the row's already
 
     @classmethod
     def of(

@@ -98,6 +98,13 @@ class AsyncClient(HttpSession):
         path = f"/api/operations/{_segment(name)}/mappings/{_segment(mapping)}"
         await self._send("DELETE", path)
 
+    async def download_operation_template(
+        self, name: str, out: IO[bytes], *, format: str = "csv"
+    ) -> int:
+        """Stream the template file into ``out`` (``format`` csv, or xlsx for a workbook
+        whose one sheet holds the header row); returns the bytes written."""
+        return await self._stream_to(f"/api/operations/{name}/template", query(format=format), out)
+
     # --- operations -------------------------------------------------------------------------
 
     async def create_bulk(
@@ -293,7 +300,7 @@ class AsyncClient(HttpSession):
         error_type: str | None = None,
         step_name: str | None = None,
     ) -> int:
-        """Stream an export (``mode`` report or data; ``format`` csv, json or jsonl) into
+        """Stream an export (``mode`` report or data; ``format`` csv, json, jsonl or xlsx) into
         ``out``; returns the bytes written."""
         params = query(
             mode=mode, format=format, state=state, errorType=error_type, stepName=step_name
@@ -355,7 +362,9 @@ class AsyncClient(HttpSession):
         """Correct a failed row's data in place (``PATCH /api/bulks/{id}/rows/{rowNumber}``;
         the whole row, by file column names). The server validates it at once: 422 ApiError
         with ``errors`` and nothing changed, 409 when the row or operation cannot be fixed.
-        Returns the row with its new ``row_data`` and ``fixed`` True; the next retry uses it."""
+        Returns the row with its new ``row_data`` and ``fixed`` True; the next retry uses it.
+        Data equal to the row's current data changes nothing: the row comes back as it was,
+        with ``unchanged`` True."""
         body = {"rowData": dict(row_data)}
         return await self._model(RowError, "PATCH", f"/api/bulks/{id}/rows/{row_number}", json=body)
 

@@ -116,6 +116,8 @@ class RowError(Model):
     row_data: dict[str, Any] | None = None
     fixed: bool = False
     original_row_data: dict[str, Any] | None = None  # its data before the first fix
+    # The answer of a fix: the data sent was the row's already, so nothing changed.
+    unchanged: bool = False
 
 
 class StepProgress(Model):

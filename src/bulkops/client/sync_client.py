@@ -98,11 +98,11 @@ class Client:
     # One line per route: the AsyncClient method of the same name does the work.
 
     def get_operations(self) -> list[OperationDescriptor]:
-        """See ``AsyncClient.get_operations``."""
+        """The registered operations and their input shape."""
         return self._run(self._async.get_operations())
 
     def get_operation_template(self, name: str) -> str:
-        """See ``AsyncClient.get_operation_template``."""
+        """The CSV header template of an operation."""
         return self._run(self._async.get_operation_template(name))
 
     def get_operation_mappings(self, name: str) -> list[SavedMapping]:
@@ -123,6 +123,11 @@ class Client:
         """See ``AsyncClient.delete_operation_mapping``."""
         self._run(self._async.delete_operation_mapping(name, mapping))
 
+    def download_operation_template(self, name: str, out: IO[bytes], *, format: str = "csv") -> int:
+        """Stream the template file into ``out`` (``format`` csv, or xlsx for a workbook
+        whose one sheet holds the header row); returns the bytes written."""
+        return self._run(self._async.download_operation_template(name, out, format=format))
+
     def create_bulk(
         self,
         operation_name: str | None,
@@ -130,7 +135,15 @@ class Client:
         metadata: Metadata = None,
         **options: Any,
     ) -> CreateResult:
-        """See ``AsyncClient.create_bulk``."""
+        """Create an operation (``POST /api/bulks``) from an uploaded file, or with
+        ``source_operation_id`` from an earlier operation's stored file (its fixed rows'
+        data applied; no file then). ``dry_run``: validate every row, process none;
+        ``priority``: -10 to 10; ``sheet``: the worksheet of an ``.xlsx`` file. From an
+        earlier operation, what is left out (``operation_name`` None included) is its own.
+
+        Raises:
+            ValueError: Neither a file nor ``source_operation_id``, or both.
+        """
         return self._run(self._async.create_bulk(operation_name, file, metadata, **options))
 
     def validate_bulk(
@@ -140,49 +153,59 @@ class Client:
         metadata: Metadata = None,
         **options: Any,
     ) -> ValidationResult:
-        """See ``AsyncClient.validate_bulk``."""
+        """Check a submission without creating anything; an invalid one is a result with
+        ``valid`` False, not an error.
+        """
         return self._run(self._async.validate_bulk(operation_name, file, metadata, **options))
 
     def get_bulks(self, **filters: Any) -> Page[Operation]:
-        """See ``AsyncClient.get_bulks``."""
+        """A page of operations, newest first (``source`` only through a gateway)."""
         return self._run(self._async.get_bulks(**filters))
 
     def get_bulk(self, id: UUID | str) -> Operation:
-        """See ``AsyncClient.get_bulk``."""
+        """One operation's detail."""
         return self._run(self._async.get_bulk(id))
 
     def get_bulk_status(self, id: UUID | str) -> StatusView:
-        """See ``AsyncClient.get_bulk_status``."""
+        """Status and progress."""
         return self._run(self._async.get_bulk_status(id))
 
     def get_bulk_errors(self, id: UUID | str, **options: Any) -> Page[RowError]:
-        """See ``AsyncClient.get_bulk_errors``."""
+        """A page of failed rows (``after``: keyset paging from a ``next_after``)."""
         return self._run(self._async.get_bulk_errors(id, **options))
 
     def get_bulk_rows(self, id: UUID | str, **options: Any) -> Page[RowProgress]:
-        """See ``AsyncClient.get_bulk_rows``."""
+        """A page of rows with their steps (``after``: keyset paging)."""
         return self._run(self._async.get_bulk_rows(id, **options))
 
     def get_bulk_file(self, id: UUID | str, out: IO[bytes]) -> int:
-        """See ``AsyncClient.get_bulk_file``."""
+        """Stream the original file into ``out``; returns its size."""
         return self._run(self._async.get_bulk_file(id, out))
 
     def export_bulk(self, id: UUID | str, out: IO[bytes], **options: Any) -> int:
-        """See ``AsyncClient.export_bulk``."""
+        """Stream an export (``mode`` report or data; ``format`` csv, json, jsonl or xlsx) into
+        ``out``; returns the bytes written.
+        """
         return self._run(self._async.export_bulk(id, out, **options))
 
     def cancel_bulk(self, id: UUID | str) -> StatusView:
-        """See ``AsyncClient.cancel_bulk``."""
+        """Cancel; 409 (ApiError) when it already finished."""
         return self._run(self._async.cancel_bulk(id))
 
     def fix_bulk_row(
         self, id: UUID | str, row_number: int, row_data: Mapping[str, Any]
     ) -> RowError:
-        """See ``AsyncClient.fix_bulk_row``."""
+        """Correct a failed row's data in place (``PATCH /api/bulks/{id}/rows/{rowNumber}``;
+        the whole row, by file column names). The server validates it at once: 422 ApiError
+        with ``errors`` and nothing changed, 409 when the row or operation cannot be fixed.
+        Returns the row with its new ``row_data`` and ``fixed`` True; the next retry uses it.
+        Data equal to the row's current data changes nothing: the row comes back as it was,
+        with ``unchanged`` True.
+        """
         return self._run(self._async.fix_bulk_row(id, row_number, row_data))
 
     def get_retry_eligibility(self, id: UUID | str) -> RetryEligibility:
-        """See ``AsyncClient.get_retry_eligibility``."""
+        """Whether the failed rows can be retried, and why not."""
         return self._run(self._async.get_retry_eligibility(id))
 
     def create_action(self, action: str, filter: Mapping[str, Any], **options: Any) -> Action:
@@ -208,13 +231,15 @@ class Client:
         return self._run(self._async.cancel_action(id))
 
     def retry_bulk(self, id: UUID | str, **options: Any) -> RetryResult:
-        """See ``AsyncClient.retry_bulk``."""
+        """Retry every failed row (``from_step``, ``include_completed``: restart from a
+        step); 409 (ApiError, with ``reason``) when refused."""
         return self._run(self._async.retry_bulk(id, **options))
 
     def retry_bulk_rows(
         self, id: UUID | str, row_numbers: list[int], **options: Any
     ) -> RetryResult:
-        """See ``AsyncClient.retry_bulk_rows``."""
+        """Retry the chosen failed rows (``from_step``, ``include_completed``: restart them
+        from a step)."""
         return self._run(self._async.retry_bulk_rows(id, row_numbers, **options))
 
     @overload
@@ -230,25 +255,26 @@ class Client:
         return self._run(self._async.undo_bulk(id))
 
     def get_retry_history(self, id: UUID | str, **options: Any) -> Page[RetryHistoryItem]:
-        """See ``AsyncClient.get_retry_history``."""
+        """Earlier failures of retried rows."""
         return self._run(self._async.get_retry_history(id, **options))
 
     def signal_step(self, id: UUID | str, key: str) -> SignalResult:
-        """See ``AsyncClient.signal_step``."""
+        """Complete the first row waiting under ``key`` (404 ApiError when none waits)."""
         return self._run(self._async.signal_step(id, key))
 
     def fail_step(self, id: UUID | str, key: str, error_message: str) -> SignalResult:
-        """See ``AsyncClient.fail_step``."""
+        """Fail the first row waiting under ``key`` with ``error_message``."""
         return self._run(self._async.fail_step(id, key, error_message))
 
     def get_events(
         self, *, since: int | None = None, limit: int | None = None, actor: str | None = None
     ) -> list[Event]:
-        """See ``AsyncClient.get_events``."""
+        """The event feed across operations, oldest first (``since``: exclusive cursor;
+        ``actor``: only that actor's events)."""
         return self._run(self._async.get_events(since=since, limit=limit, actor=actor))
 
     def get_bulk_events(self, id: UUID | str, **options: Any) -> list[Event]:
-        """See ``AsyncClient.get_bulk_events``."""
+        """One operation's events, oldest first."""
         return self._run(self._async.get_bulk_events(id, **options))
 
     def get_usage(self, *, tenant: str | None = None) -> Usage:
@@ -256,15 +282,15 @@ class Client:
         return self._run(self._async.get_usage(tenant=tenant))
 
     def get_liveness(self) -> Health:
-        """See ``AsyncClient.get_liveness``."""
+        """The process is up."""
         return self._run(self._async.get_liveness())
 
     def get_readiness(self) -> Health:
-        """See ``AsyncClient.get_readiness``."""
+        """Storage is reachable (503 ApiError when not)."""
         return self._run(self._async.get_readiness())
 
     def get_metrics(self) -> str:
-        """See ``AsyncClient.get_metrics``."""
+        """The Prometheus text of the process reached."""
         return self._run(self._async.get_metrics())
 
     def submit(
@@ -283,7 +309,15 @@ class Client:
         mapping: str | None = None,
         reject_duplicate: bool = False,
     ) -> UUID:
-        """See ``AsyncClient.submit``."""
+        """Create an operation from a file, or from an earlier operation's stored file
+        (``source_operation_id``, no file: typically a dry run's, once its rows are fixed);
+        returns its id. Run from an earlier operation, the operation name (None), metadata
+        and column map left out are that operation's own.
+
+        Raises:
+            ValueError: Neither a file nor ``source_operation_id``, or both; no operation
+                name with a file.
+        """
         return self._run(
             self._async.submit(
                 operation,
@@ -308,19 +342,26 @@ class Client:
         poll_interval: float = 2.0,
         on_progress: ProgressCallback | None = None,
     ) -> StatusView:
-        """See ``AsyncClient.wait``."""
+        """Poll the status until it is final; ``on_progress`` sees every status read (it
+        may be a coroutine function). Returns the final status.
+        """
         return self._run(self._async.wait(id, poll_interval=poll_interval, on_progress=on_progress))
 
     def iter_errors(self, id: UUID | str, **options: Any) -> Iterator[RowError]:
-        """See ``AsyncClient.iter_errors``."""
+        """Every failed row, by row number (keyset paging: stable however many there are)."""
         return self._iterate(self._async.iter_errors(id, **options))
 
     def iter_rows(self, id: UUID | str, **options: Any) -> Iterator[RowProgress]:
-        """See ``AsyncClient.iter_rows``."""
+        """Every row (or those in ``state``), by row number."""
         return self._iterate(self._async.iter_rows(id, **options))
 
     def follow_events(self, since: int | None = None, **options: Any) -> Iterator[Event]:
-        """See ``AsyncClient.follow_events``."""
+        """The event feed as it grows, forever (break out of the loop to stop).
+
+        From ``since`` (exclusive) when given; else the newest ``limit`` events first, whose
+        last sequence becomes the cursor. The cursor moves with every event yielded, so a
+        new call with the last ``sequence`` seen resumes without gaps or repeats.
+        """
         return self._iterate(self._async.follow_events(since, **options))
 
 

@@ -39,10 +39,22 @@ class OperationBase(Generic[M, R]):
     track_row_data: ClassVar[bool] = False
 
     async def validate_metadata(self, metadata: M) -> None:
-        """Check the metadata as a whole; raise ``bulkops.ValidationError`` to reject it."""
+        """Check the metadata as a whole, once per operation, after the create answered 201
+        and before any row runs (a dry run too).
+
+        Raise ``bulkops.ValidationError`` (or any exception) to refuse it: the operation
+        ends Failed with the message, and no row runs. Default: accept.
+        """
 
     async def validate_row(self, row: R, metadata: M) -> None:
-        """Check one row; raise ``bulkops.ValidationError`` to fail it as invalid."""
+        """Check one row that fits the row model, before any work on it; also at once for a
+        fix in place (``PATCH /api/bulks/{id}/rows/{rowNumber}``) and for the first rows
+        checked by ``POST /api/bulks/validate``.
+
+        Raise ``bulkops.ValidationError`` to fail the row with error type Validation (it is
+        retried only once fixed); any other exception fails it as Processing. Default:
+        accept.
+        """
 
 
 class RowOperation(OperationBase[M, R]):

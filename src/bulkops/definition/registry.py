@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -81,10 +82,25 @@ def import_source(spec: str) -> ModuleType:
             del sys.modules[module_name]
             raise
         return module
+    with_working_directory()
     try:
         return importlib.import_module(spec)
     except ModuleNotFoundError as exc:
         raise DefinitionError(f"Cannot import operations module {spec!r}: {exc}") from exc
+
+
+def with_working_directory() -> None:
+    """Put the current directory first on ``sys.path`` when it is not first, so a dotted
+    name (``myapp.ops``) imports from the project a command runs in, as uvicorn's
+    ``--app-dir`` (default ``.``) does: an installed ``bulkops`` script starts with its own
+    directory on the path, not the current one."""
+    here = os.getcwd()
+    if not sys.path or not _same_directory(sys.path[0], here):
+        sys.path.insert(0, here)
+
+
+def _same_directory(entry: str, here: str) -> bool:
+    return entry in ("", ".") or os.path.abspath(entry) == here
 
 
 def discover(module: ModuleType) -> list[OperationDefinition]:

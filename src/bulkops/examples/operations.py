@@ -145,6 +145,7 @@ class OnboardEmployees(bo.PipelineOperation[OnboardingMeta, Employee]):
     async def request_approval(self, row: Employee, metadata: OnboardingMeta) -> None:
         """Ask the manager; the row waits until POST /api/bulks/{id}/signal/{manager}."""
 
+    # --8<-- [start:polling]
     @bo.polling_step(
         "Provision laptop",
         order=3,
@@ -160,6 +161,8 @@ class OnboardEmployees(bo.PipelineOperation[OnboardingMeta, Employee]):
         """True once the laptop has arrived."""
         ordered = self._laptops_ordered.setdefault(row.email, time.monotonic())
         return time.monotonic() - ordered >= LAPTOP_DELIVERY_SECONDS
+
+    # --8<-- [end:polling]
 
     @bo.step("Welcome email", order=4, allow_operation_retry=False)
     def send_welcome(self, row: Employee, metadata: OnboardingMeta) -> None:

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from bulkops.api.auth.middleware import OPENAPI_URL
 from bulkops.api.errors import error_response, install_error_handlers
+from bulkops.api.request_metrics import RequestMetricsMiddleware
 from bulkops.dashboard import dashboard_router
 from bulkops.gateway.backend import Backend, BackendFailure, OutgoingHook
 from bulkops.gateway.errors import RelayedRefusal
@@ -22,13 +23,14 @@ from bulkops.gateway.forwarding import CallerGone
 from bulkops.gateway.gateway import Gateway, gateway_of
 from bulkops.gateway.openapi import gateway_description
 from bulkops.gateway.registry import DuplicateOperationError
-from bulkops.gateway.routes import bulks, events, health, operations, usage
+from bulkops.gateway.routes import bulks, events, health, metrics, operations, usage
 from bulkops.gateway.routes.forwarded import forwarded_routes
 from bulkops.gateway.settings import GatewaySettings, parse_backends
 
 log = logging.getLogger("bulkops.gateway")
 
 CLIENT_CLOSED_REQUEST = 499  # the caller left before the answer (a proxy convention)
+HTTP_UNAUTHORIZED = 401
 
 
 def create_gateway(
@@ -79,13 +81,14 @@ def create_gateway(
     app.state.gateway = gateway
     install_error_handlers(app)
     _install_gateway_errors(app)
-    for routes in (health, operations, bulks, events, usage):
+    for routes in (health, metrics, operations, bulks, events, usage):
         app.include_router(routes.router)
     app.router.routes.extend(forwarded_routes())
     if settings.openapi_enabled:
         _serve_description(app)
     # The dashboard calls only the public HTTP API, which this app serves for every backend.
     app.include_router(dashboard_router())
+    app.add_middleware(RequestMetricsMiddleware, metrics=gateway.metrics)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -110,7 +113,10 @@ def _install_gateway_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RelayedRefusal)
     async def relayed(request: Request, exc: RelayedRefusal) -> JSONResponse:
-        return JSONResponse(exc.refusal.body, status_code=exc.refusal.status_code)
+        # A merged answer relays one backend's 401 with the challenge the backends send.
+        status = exc.refusal.status_code
+        headers = {"WWW-Authenticate": "Bearer"} if status == HTTP_UNAUTHORIZED else None
+        return JSONResponse(exc.refusal.body, status_code=status, headers=headers)
 
     @app.exception_handler(CallerGone)
     async def caller_gone(request: Request, exc: CallerGone) -> Response:

@@ -15,6 +15,7 @@ from bulkops.gateway.forwarding import backend_headers
 from bulkops.gateway.idcache import IdCache
 from bulkops.gateway.listing import MergedList
 from bulkops.gateway.locator import OwnerLocator
+from bulkops.gateway.metrics import GatewayMetrics
 from bulkops.gateway.registry import OperationRegistry
 from bulkops.gateway.settings import GatewaySettings
 
@@ -23,7 +24,7 @@ log = logging.getLogger("bulkops.gateway")
 
 class Gateway:
     """Everything one gateway process runs on: a client per backend, the operation registry,
-    the id cache, the merged list and the merged event feed.
+    the id cache, the merged list, the merged event feed and the metrics.
 
     Args:
         settings: The configuration; ``settings.backends`` names every backend.
@@ -42,6 +43,7 @@ class Gateway:
         self.locator = OwnerLocator(every, self.cache, timeout)
         self.listing = MergedList(every, self.cache, timeout, settings.list_prefix_bound)
         self.feed = CallerFeeds(every, timeout)
+        self.metrics = GatewayMetrics(every)
         self._refresher: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

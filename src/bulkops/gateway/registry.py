@@ -11,14 +11,17 @@ from typing import Any
 
 from bulkops.errors import BulkOpsError
 from bulkops.gateway.backend import Backend
-from bulkops.gateway.errors import Refusal
+from bulkops.gateway.errors import Refusal, RelayedRefusal
 from bulkops.gateway.fanout import fan_out
 
 log = logging.getLogger("bulkops.gateway")
 
 DISCOVERY_PATH = "/api/operations"
-# An unknown operation name triggers a re-discovery, at most this often.
+# An unknown operation name triggers a re-discovery, at most this often once every backend
+# answered the last one (a create asks again whatever the interval).
 MIN_REDISCOVERY_INTERVAL = 1.0
+# Discovery answers that mean "not with these credentials": relayed when the name stays unknown.
+REFUSED = frozenset({401, 403})
 
 Headers = Sequence[tuple[str, str]]
 
@@ -53,6 +56,7 @@ class OperationRegistry:
         self._owners: dict[str, Backend] = {}
         self._descriptors: dict[str, list[dict[str, Any]]] = {}
         self._last_discovery = -MIN_REDISCOVERY_INTERVAL
+        self._last_complete = False  # every backend answered the last discovery
 
     def owner(self, operation_name: str) -> Backend | None:
         """The backend serving ``operation_name`` (case-insensitive), or None."""
@@ -76,19 +80,38 @@ class OperationRegistry:
             self._backends, lambda b: _descriptors_of(b, headers), self._timeout
         )
         fresh = {a.backend.name: a.value for a in answers if isinstance(a.value, list)}
+        self._last_complete = len(fresh) == len(self._backends)
         self._rebuild({**self._descriptors, **fresh}, strict=strict)
         refusals = [a.value for a in answers if isinstance(a.value, Refusal)]
         for refusal in refusals:
             log.warning("A backend refused discovery with %d", refusal.status_code)
         return Discovery(answered=set(fresh), refusals=refusals)
 
-    async def rediscover_for(self, operation_name: str, headers: Headers = ()) -> Backend | None:
-        """The owner of a name nobody is known to serve, after a fresh discovery (rate
-        limited, so a caller repeating an unknown name does not hammer the backends)."""
+    async def rediscover_for(
+        self, operation_name: str, headers: Headers = (), *, always: bool = False
+    ) -> Backend | None:
+        """The owner of a name nobody is known to serve, after a fresh discovery with the
+        caller's headers. Unless ``always`` (a create), the discovery is skipped when every
+        backend answered one less than MIN_REDISCOVERY_INTERVAL ago, so a caller repeating
+        an unknown name does not hammer the backends; a discovery some backend refused or
+        missed is always asked again (a start-up discovery refused with 401 heals at the
+        first request that carries credentials).
+
+        Raises:
+            RelayedRefusal: the name is still unknown and a backend refused the caller's
+                credentials (401/403): the caller may not see what that backend serves.
+        """
         found = self.owner(operation_name)
-        if found is None and time.monotonic() - self._last_discovery >= MIN_REDISCOVERY_INTERVAL:
-            await self.discover(headers)
-            found = self.owner(operation_name)
+        if found is not None:
+            return found
+        recent = time.monotonic() - self._last_discovery < MIN_REDISCOVERY_INTERVAL
+        if recent and self._last_complete and not always:
+            return None
+        discovery = await self.discover(headers)
+        found = self.owner(operation_name)
+        refused = [r for r in discovery.refusals if r.status_code in REFUSED]
+        if found is None and refused:
+            raise RelayedRefusal(refused[0])
         return found
 
     async def run(self, interval: float) -> None:

@@ -51,7 +51,8 @@ class CatalogService:
             NotFound: no such operation.
             BadRequest: another format.
         """
-        chosen = (file_format or "csv").strip().casefold()
+        # Absent means CSV; an empty value is outside the enum like any other (400).
+        chosen = "csv" if file_format is None else file_format.strip().casefold()
         if chosen == "csv":
             text, file_name = self.template(name)
             return text.encode(), file_name, CSV_MEDIA_TYPE

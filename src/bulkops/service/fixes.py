@@ -3,6 +3,7 @@ and for operations created from this one."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -33,6 +34,16 @@ _RAW_KEYS = frozenset({RAW_EXTRA_KEY, RAW_LINE_KEY, RAW_VALUE_KEY})
 EXPORT_COLUMNS = frozenset({*DATA_COLUMNS, FIXED_COLUMN})
 
 
+@dataclass(frozen=True, slots=True)
+class FixOutcome:
+    """What a fix did: the row as it now is, whether its data is a fix, and whether the
+    new data was the row's data already (then nothing changed)."""
+
+    row: RowRecord
+    fixed: bool
+    unchanged: bool = False
+
+
 class FixService:
     """``PATCH /api/bulks/{id}/rows/{rowNumber}``: replace a failed row's data."""
 
@@ -58,12 +69,16 @@ class FixService:
         row_data: dict[str, Any],
         *,
         actor: str = "system",
-    ) -> RowRecord:
+    ) -> FixOutcome:
         """Validate ``row_data`` (the row's file columns by their file names, the whole row)
         as the engine would (row model and ``validate_row``) and, when it passes, make it
         the row's data and mark the row fixed. The row stays Failed with its error until a
         retry runs it again. The outcome columns of a data export (``_rowNumber`` and the
         like) are left out, so a row of such an export can be sent back as it is.
+
+        Data equal to the row's current data changes nothing (no fix is recorded, ``fixed``
+        stays as it was, no event): the outcome says ``unchanged``. A data export sent back
+        whole thus marks only the rows someone edited.
 
         Raises:
             NotFound: unknown operation or row.
@@ -82,6 +97,9 @@ class FixService:
             raise NotFound(f"Row {row_number} of operation {operation_id} not found")
         if row.state is not RowState.FAILED:
             raise _conflict(f"Row {row_number} is {row.state.value}; only Failed rows can be fixed")
+        if same_data(row_data, row.row_data):
+            known = await self._rows.fixes(operation_id, row_numbers=[row_number])
+            return FixOutcome(row, fixed=row_number in known, unchanged=True)
         errors = _column_errors(definition, record, row, row_data)
         if not errors:
             errors = await self._validate(
@@ -96,7 +114,7 @@ class FixService:
         fixed = await self._rows.fix_row(operation_id, row_number, row_data, now, [event])
         if fixed is None:  # retried or otherwise moved on since it was read
             raise _conflict(f"Row {row_number} changed meanwhile and is no longer Failed")
-        return fixed
+        return FixOutcome(fixed, fixed=True)
 
     def _definition(self, record: OperationRecord) -> OperationDefinition:
         definition = self._registry.get(record.operation_name)
@@ -171,6 +189,27 @@ def _row_id(row: Row) -> str | None:
     except Exception:  # a broken row_id() must not fail the fix
         return None
     return None if value is None else str(value)
+
+
+def same_data(new: dict[str, Any], current: dict[str, Any] | None) -> bool:
+    """Whether ``new`` holds the data the row holds already: the same columns (names in any
+    case) with the same values, a value and its text alike (a CSV export writes ``41`` for
+    the number 41) and a missing cell like an empty one."""
+    if current is None:
+        return False
+    mine = {_fold(k): v for k, v in current.items() if k not in _RAW_KEYS}
+    theirs = {_fold(k): v for k, v in new.items()}
+    return all(_cell(mine.get(key)) == _cell(theirs.get(key)) for key in mine.keys() | theirs)
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return str(value).strip()
+    return value
 
 
 def _conflict(reason: str) -> Conflict:

@@ -287,7 +287,9 @@ async def fix_bulk_row(
     """Fix a Failed row of a finished operation that keeps row data: its new data (the
     whole row, by the file's column names) is validated at once and used by the next
     retry, which runs it again whatever it failed at. 422 with ``errors`` when the data
-    does not fit (nothing changed); 409 with the reason when the row cannot be fixed."""
+    does not fit (nothing changed); 409 with the reason when the row cannot be fixed.
+    Data equal to the row's current data changes nothing: 200 with ``unchanged: true``
+    and ``fixed`` as it was."""
     try:
         body = await request.json()
     except ValueError:
@@ -295,9 +297,11 @@ async def fix_bulk_row(
     data = body.get("rowData") if isinstance(body, dict) else None
     if not isinstance(data, dict):
         raise BadRequest(_FIX_BODY)
-    fixed = await runtime.fixes.fix(operation_id, row_number, data, actor=actor)
-    originals = await runtime.queries.originals_among(operation_id, [fixed])
-    return RowErrorSchema.of(fixed, fixed=True, original=originals.get(row_number))
+    outcome = await runtime.fixes.fix(operation_id, row_number, data, actor=actor)
+    originals = await runtime.queries.originals_among(operation_id, [outcome.row])
+    answer = RowErrorSchema.of(outcome.row, fixed=outcome.fixed, original=originals.get(row_number))
+    answer.unchanged = True if outcome.unchanged else None
+    return answer
 
 
 _FIX_BODY = 'Body must be JSON: {"rowData": {"column": "value", ...}}'

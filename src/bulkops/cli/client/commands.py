@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 
 from bulkops.cli.client.common import (
@@ -178,9 +179,16 @@ LIST_COLUMNS: list[Column[Operation]] = [
 def list_operations(
     operation: Annotated[str | None, typer.Option("--operation", help="Operation name")] = None,
     status_filter: Annotated[str | None, typer.Option("--status", help="Status")] = None,
-    created_by: Annotated[str | None, typer.Option("--created-by")] = None,
-    page: Annotated[int | None, typer.Option("--page", min=1)] = None,
-    page_size: Annotated[int | None, typer.Option("--page-size", min=1)] = None,
+    created_by: Annotated[
+        str | None, typer.Option("--created-by", help="Only operations this caller created")
+    ] = None,
+    page: Annotated[
+        int | None, typer.Option("--page", min=1, help="Page number, from 1 (default 1)")
+    ] = None,
+    page_size: Annotated[
+        int | None,
+        typer.Option("--page-size", min=1, help="Operations per page (default 25, at most 1000)"),
+    ] = None,
     file_sha256: Annotated[
         str | None,
         typer.Option("--file-sha256", help="Only operations whose file has this SHA-256"),
@@ -260,7 +268,14 @@ ROW_COLUMNS: list[Column[RowProgress]] = [
 
 def errors(
     operation_id: OperationId,
-    error_type: Annotated[str | None, typer.Option("--error-type")] = None,
+    error_type: Annotated[
+        str | None,
+        typer.Option(
+            "--error-type",
+            help="Only this error type: Validation, Processing, StepFailure, Timeout or "
+            "SignalFailure (any case; unknown ignored)",
+        ),
+    ] = None,
     url: Url = DEFAULT_URL,
     token: Token = None,
     as_json: AsJson = False,
@@ -273,7 +288,14 @@ def errors(
 
 def rows(
     operation_id: OperationId,
-    state: Annotated[str | None, typer.Option("--state")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            help="Only rows in this state: Pending, Running, WaitingForCompletion, Completed "
+            "or Failed",
+        ),
+    ] = None,
     url: Url = DEFAULT_URL,
     token: Token = None,
     as_json: AsJson = False,
@@ -404,11 +426,28 @@ def download(
 
 def template(
     name: Annotated[str, typer.Argument(help="Operation name")],
-    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Save to this file instead")
+    ] = None,
+    file_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="csv, or xlsx for a workbook (needs --output)",
+            click_type=click.Choice(["csv", "xlsx"]),
+        ),
+    ] = "csv",
     url: Url = DEFAULT_URL,
     token: Token = None,
 ) -> None:
-    """Print (or save) the CSV header template of an operation."""
+    """Print (or save) the header template of an operation: CSV, or an XLSX workbook."""
+    if file_format == "xlsx":
+        if output is None:
+            raise fail("an xlsx template is a binary file: give --output FILE")
+        with connected(url, token) as client, output.open("wb") as out:
+            written = client.download_operation_template(name, out, format="xlsx")
+        typer.echo(f"Wrote {written} bytes to {output}", err=True)
+        return
     with connected(url, token) as client:
         text = client.get_operation_template(name)
     if output is None:

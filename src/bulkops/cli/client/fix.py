@@ -4,9 +4,11 @@ FILE is what ``bulkops export ID --mode data`` wrote (CSV, JSON, JSON Lines or X
 file's own columns plus ``_rowNumber``, ``_state``, ``_errorType`` and ``_errorMessage``.
 Each row's own columns (every column not starting with ``_``) are sent as that row's fix;
 rows whose ``_state`` says they did not fail, or that no longer fail (fixed and retried by
-an earlier run of the same file), are left alone. The server checks each fix at once: the
-refused ones are listed on stderr with the server's reasons and make the exit code 2. The
-fixed rows are then retried (unless ``--no-retry``), and a summary printed.
+an earlier run of the same file), are left alone. A row sent with the data it holds already
+is unchanged (the server records no fix): it is listed apart and not retried. The server
+checks each fix at once: the refused ones are listed on stderr with the server's reasons
+and make the exit code 2. The fixed rows are then retried (unless ``--no-retry``), and a
+summary printed.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class FixReport:
 
     def __init__(self) -> None:
         self.fixed: list[int] = []
+        self.unchanged: list[int] = []  # sent with the data they hold: not fixes, not retried
         self.refused: list[tuple[int | None, list[str]]] = []
         self.skipped: list[int] = []
         self.retry: RetryResult | None = None
@@ -64,6 +67,7 @@ class FixReport:
         """The report as the JSON ``--json`` prints."""
         return {
             "fixed": self.fixed,
+            "unchanged": self.unchanged,
             "refused": [{"rowNumber": n, "errors": errors} for n, errors in self.refused],
             "skipped": self.skipped,
             "retry": None
@@ -125,13 +129,13 @@ def _send(client: Client, operation_id: str, row: Fix, report: FixReport) -> Non
         report.refused.append((row.number, [row.problem or "not a row"]))
         return
     try:
-        client.fix_bulk_row(operation_id, row.number, row.data)
+        answer = client.fix_bulk_row(operation_id, row.number, row.data)
     except ApiError as exc:
         if not exc.refused:
             raise
         report.refused.append((row.number, exc.errors or [refusal(exc)]))
         return
-    report.fixed.append(row.number)
+    (report.unchanged if answer.unchanged else report.fixed).append(row.number)
 
 
 def _print(report: FixReport, operation_id: str, *, as_json: bool, retried: bool) -> None:
@@ -142,6 +146,8 @@ def _print(report: FixReport, operation_id: str, *, as_json: bool, retried: bool
         where = f"row {number}" if number is not None else "a row"
         typer.echo(f"Error: {where} refused: {'; '.join(problems)}", err=True)
     parts = [f"{len(report.fixed)} rows fixed", f"{len(report.refused)} refused"]
+    if report.unchanged:
+        parts.append(f"{len(report.unchanged)} unchanged (same data, not retried)")
     if report.skipped:
         parts.append(f"{len(report.skipped)} skipped (not failed)")
     typer.echo(", ".join(parts))

@@ -71,8 +71,9 @@ async def _submit(gateway: Gateway, request: Request, *, remember: bool) -> Resp
         name = (upload.operation_name or "").strip()
         if not name:
             raise BadRequest("operationName is required")
+        # A name not discovered yet is asked for again before the 400.
         backend = gateway.registry.owner(name) or await gateway.registry.rediscover_for(
-            name, headers
+            name, headers, always=True
         )
         if backend is None:
             raise BadRequest(f"Unknown operation {name!r}")
