@@ -106,21 +106,21 @@ class Client:
         return self._run(self._async.get_operation_template(name))
 
     def get_operation_mappings(self, name: str) -> list[SavedMapping]:
-        """See ``AsyncClient.get_operation_mappings``."""
+        """The column mappings saved for an operation (by the caller's tenant), by name."""
         return self._run(self._async.get_operation_mappings(name))
 
     def get_operation_mapping(self, name: str, mapping: str) -> SavedMapping:
-        """See ``AsyncClient.get_operation_mapping``."""
+        """One saved column mapping (404 ApiError when there is none of that name)."""
         return self._run(self._async.get_operation_mapping(name, mapping))
 
     def save_operation_mapping(
         self, name: str, mapping: str, column_map: Mapping[str, str]
     ) -> SavedMapping:
-        """See ``AsyncClient.save_operation_mapping``."""
+        """Save ``column_map`` (file column -> row column) under ``mapping``, replacing it."""
         return self._run(self._async.save_operation_mapping(name, mapping, column_map))
 
     def delete_operation_mapping(self, name: str, mapping: str) -> None:
-        """See ``AsyncClient.delete_operation_mapping``."""
+        """Remove a saved column mapping."""
         self._run(self._async.delete_operation_mapping(name, mapping))
 
     def download_operation_template(self, name: str, out: IO[bytes], *, format: str = "csv") -> int:
@@ -209,25 +209,25 @@ class Client:
         return self._run(self._async.get_retry_eligibility(id))
 
     def create_action(self, action: str, filter: Mapping[str, Any], **options: Any) -> Action:
-        """See ``AsyncClient.create_action``."""
+        """Start a bulk action: retry, cancel or restart every operation ``filter`` matches."""
         return self._run(self._async.create_action(action, filter, **options))
 
     def preview_action(
         self, action: str, filter: Mapping[str, Any], **options: Any
     ) -> ActionPreview:
-        """See ``AsyncClient.preview_action``."""
+        """How many operations the action would act on, and the first 25 (acts on none)."""
         return self._run(self._async.preview_action(action, filter, **options))
 
     def get_action(self, id: UUID | str) -> ActionDetail:
-        """See ``AsyncClient.get_action``."""
+        """An action, its progress and the operations it skipped or failed on."""
         return self._run(self._async.get_action(id))
 
     def get_actions(self, **options: Any) -> Page[Action]:
-        """See ``AsyncClient.get_actions``."""
+        """Bulk actions, newest first (``page``, ``page_size``)."""
         return self._run(self._async.get_actions(**options))
 
     def cancel_action(self, id: UUID | str) -> Action:
-        """See ``AsyncClient.cancel_action``."""
+        """Stop a Running action; 409 (ApiError) when it already ended."""
         return self._run(self._async.cancel_action(id))
 
     def retry_bulk(self, id: UUID | str, **options: Any) -> RetryResult:
@@ -249,7 +249,7 @@ class Client:
     def undo_bulk(self, id: UUID | str, *, preview: Literal[True]) -> UndoPreview: ...
 
     def undo_bulk(self, id: UUID | str, *, preview: bool = False) -> Operation | UndoPreview:
-        """See ``AsyncClient.undo_bulk``."""
+        """Undo a finished operation (the new undo operation); ``preview``: only count it."""
         if preview:
             return self._run(self._async.undo_bulk(id, preview=True))
         return self._run(self._async.undo_bulk(id))
@@ -278,7 +278,7 @@ class Client:
         return self._run(self._async.get_bulk_events(id, **options))
 
     def get_usage(self, *, tenant: str | None = None) -> Usage:
-        """See ``AsyncClient.get_usage``."""
+        """Each tenant's use by UTC day over the last 30 days (``tenant``: only that one)."""
         return self._run(self._async.get_usage(tenant=tenant))
 
     def get_liveness(self) -> Health:
