@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from bulkops.api.deps import RuntimeDep, TenantDep
-from bulkops.api.schemas import Schema, error_responses
+from bulkops.api.schemas import Schema
 from bulkops.service.usage import USAGE_DAYS
 
 router = APIRouter(tags=["usage"])
@@ -37,7 +37,6 @@ class UsageSchema(Schema):
     operation_id="getUsage",
     response_model=UsageSchema,
     response_model_exclude_none=True,
-    responses=error_responses(401, 403),
 )
 async def get_usage(
     runtime: RuntimeDep,
