@@ -7,6 +7,9 @@ priority first, then oldest). ``ChunkClaims`` decides the claims of one process:
   time, so within a process the operation's parallelism stays its MaxRowConcurrency, as when
   it is not split; its other chunks are left to other processes, or to this one, chunk after
   chunk. A turn that claimed a chunk starts the next turn, so the chunks keep being drained.
+  One turn at a time looks for a chunk (``MAX_CLAIMERS``): news of many chunks starts one
+  turn, which starts the next as soon as it claimed one, until a claim finds none. More
+  would only queue for the claim, ahead of the claims that even out the shares.
 - Claim-ahead. Once the second half of a chunk's rows is being read (``ChunkRun.nearly_done``)
   the next turn starts: its chunk sets up (file, stored rows) meanwhile, and if it is a chunk
   of the same operation its rows run once this one's are done (``ChunkRun`` ``before``),
@@ -53,6 +56,8 @@ log = logging.getLogger("bulkops.engine")
 # each, and those run to equalize tenants): a bound against a runaway, far above what a
 # process's row slots can use.
 MAX_CHUNK_TURNS = 256
+# Turns looking for a chunk at once at most: claims are taken one at a time anyway.
+MAX_CLAIMERS = 1
 # Seconds between looks at the share when nothing changed in it: a run's pace (rows
 # waiting for a rate limit, say) changes without telling it.
 LOOK_AGAIN = 0.5
@@ -92,6 +97,9 @@ class ChunkClaims:
         # Chunk runs in progress here, by (operation id, chunk index).
         self.runs: dict[tuple[UUID, int], tuple[ChunkRun, asyncio.Task[None]]] = {}
         self._turns = 0  # turns started and not ended
+        self._claimers = 0  # turns started that have not claimed a chunk or found none yet
+        # News came while a turn was looking: it may have looked too early, look again.
+        self._again = False
         self._no_chunk = False  # the last claim found none: no turn tries until news
         # Operations this process runs a chunk of in turn (not counting one whose rows
         # are nearly done); one claim at a time keeps it exact.
@@ -122,12 +130,15 @@ class ChunkClaims:
         of each split operation at a time (and one claimed ahead), so the turns are bounded
         by the operations, not by ``worker_count``: every split operation progresses."""
         self._no_chunk = False
-        free = MAX_CHUNK_TURNS - self._turns
+        free = min(MAX_CHUNK_TURNS - self._turns, MAX_CLAIMERS - self._claimers)
+        if count > free:
+            self._again = True
         offered = 0
         for _ in range(min(count, free)):
             if self._stopping:
                 break
             self._turns += 1
+            self._claimers += 1
             self._begin(self._take_turn())
             offered += 1
         return offered
@@ -157,6 +168,8 @@ class ChunkClaims:
         try:
             if not self._stopping and not self._no_chunk:
                 claimed, offered = await self._run_chunk()
+            else:
+                self._claimers -= 1
         except StorageError:
             log.warning("Could not claim or process a chunk; will retry later", exc_info=True)
         finally:
@@ -168,12 +181,21 @@ class ChunkClaims:
         """Claim one chunk of an operation not run here in turn, and run it. Returns
         whether a chunk was claimed, and whether the next turn was started before this one
         ended."""
-        async with self._claiming:
-            chunk = await self._claim(exclude=self._chunked)
-            if chunk is None:
+        try:
+            async with self._claiming:
+                self._again = False
+                chunk = await self._claim(exclude=self._chunked)
+                if chunk is not None:
+                    self._chunked.add(chunk.operation_id)
+        finally:
+            self._claimers -= 1
+        if chunk is None:
+            if self._again:  # news while it looked: another turn looks afresh
+                self.offer(1)
+            else:
                 self._no_chunk = True  # until a split, a notice or a poll says otherwise
-                return False, False
-            self._chunked.add(chunk.operation_id)
+            return False, False
+        self.offer(1)  # a chunk of another operation may be there to claim too
         released = False
 
         def release() -> None:
