@@ -36,14 +36,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
 from bulkops.engine.chunks import ChunkRun, end_split
 from bulkops.engine.fair_share import FairShare
+from bulkops.engine.lease import LiveHolders
 from bulkops.engine.processor import Processor
 from bulkops.engine.run import StopReason
 from bulkops.errors import StorageError
@@ -63,36 +64,35 @@ MAX_CLAIMERS = 1
 LOOK_AGAIN = 0.5
 
 
-class LiveHolders(NamedTuple):
-    """Holders storage knows alive now, and how old a heartbeat of theirs must be before
-    their work is taken over all the same (a hung process must lose it in the end)."""
+class Holders(Protocol):
+    """Which holders' work may be taken (the process's reaper)."""
 
-    ids: frozenset[str]
-    before: datetime
+    def stale_before(self) -> datetime:
+        """Heartbeats older than this are abandoned now."""
+
+    async def live_holders(self) -> LiveHolders:
+        """The holders storage knows alive, who keep their work past that."""
 
 
 class ChunkClaims:
     """The chunk claims of one process: its turns, claim-ahead, and runs to equalize.
 
     ``begin`` starts a coroutine as the scheduler's work (so the scheduler knows when it is
-    idle); ``stale_before`` says which heartbeats are abandoned now, ``live`` which holders
-    keep their chunks past that.
+    idle); ``holders`` says whose chunks may be taken over.
     """
 
     def __init__(
         self,
         processor: Processor,
+        holders: Holders,
         *,
         max_resumes: int,
-        stale_before: Callable[[], datetime],
-        live: Callable[[], Awaitable[LiveHolders]],
         begin: Callable[[Coroutine[Any, Any, None]], None],
     ) -> None:
         self._processor = processor
         self._worker_id = processor.config.worker_id
         self._max_resumes = max_resumes
-        self._stale_before = stale_before
-        self._live = live
+        self._holders = holders
         self._begin = begin
         # Chunk runs in progress here, by (operation id, chunk index).
         self.runs: dict[tuple[UUID, int], tuple[ChunkRun, asyncio.Task[None]]] = {}
@@ -147,9 +147,9 @@ class ChunkClaims:
         """Start turns for the chunks any process could claim now (Pending or abandoned)."""
         if self._turns >= MAX_CHUNK_TURNS:
             return
-        live = await self._live()
+        live = await self._holders.live_holders()
         waiting = await self._processor.stores.chunks.chunk_work(
-            self.names, self._stale_before(), live.ids, live.before
+            self.names, self._holders.stale_before(), live.ids, live.before
         )
         self.found(waiting)
 
@@ -213,12 +213,12 @@ class ChunkClaims:
     async def _claim(
         self, exclude: set[UUID] | None = None, among: list[UUID] | None = None
     ) -> ChunkRecord | None:
-        live = await self._live()
+        live = await self._holders.live_holders()
         return await self._processor.stores.chunks.claim_chunk(
             self.names,
             self._worker_id,
             utcnow(),
-            self._stale_before(),
+            self._holders.stale_before(),
             exclude=exclude or (),
             among=among,
             alive=live.ids,
