@@ -562,8 +562,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         21,
-        "PostgreSQL: 6,000 rows of 20 ms on 1 and 2 workers, default chunk size",
-        ">= 1.7 x with two workers against one",
+        "PostgreSQL: 6,000, 12,000 and 30,000 rows of 20 ms on 1, 2 and 4 workers, defaults",
+        ">= 1.8 x with two workers and >= 3.4 x with four against one, at every size",
         slow_split_default,
     ),
     Scenario(

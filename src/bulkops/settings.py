@@ -191,8 +191,9 @@ class Settings(BaseSettings):
     chunk_rows: int = Field(
         default=10000,
         ge=0,
-        description="Operations with more rows than this are processed as ranges of this many "
-        "rows that every worker sharing the database claims (0: never split).",
+        description="The most rows one chunk holds: every operation is processed as ranges of "
+        "rows (chunks) cut by time at the pace of its first rows, which every worker sharing "
+        "the database claims, none larger than this (0: never split).",
     )
     row_helpers: int | None = Field(
         default=None,

@@ -128,13 +128,13 @@ async def test_the_next_chunk_is_claimed_ahead_but_its_rows_wait(
 ) -> None:
     operation_id = await _gated_with_a_chunk_claimed_ahead(client)
 
-    assert "wait9" in ops.RUNNING
-    assert not any(f"row{n}" in ops.PROCESSED for n in range(11, 31))
+    assert "wait19" in ops.RUNNING
+    assert not any(f"row{n}" in ops.PROCESSED for n in range(21, 41))
     ops.GATE.set()
     status = await wait_status(client, operation_id)
 
     assert status["status"] == "Completed"
-    assert ops.PROCESSED == dict.fromkeys(GATED_AT_NINE, 1)
+    assert ops.PROCESSED == dict.fromkeys(GATED, 1)
     assert ops.MOST_RUNNING[0] <= 4  # the operation's MaxRowConcurrency, across chunks
 
 
@@ -145,7 +145,7 @@ async def test_a_chunk_claimed_ahead_runs_no_row_once_the_operation_is_cancelled
 
     cancelled = await client.post(f"/api/bulks/{operation_id}/cancel")
     assert cancelled.status_code == 200, cancelled.text
-    ops.GATE.set()  # chunk 0's last rows finish: chunk 1 would start now
+    ops.GATE.set()  # chunk 1's last rows finish: chunk 2 would start now
     status = await wait_status(client, operation_id)
 
     async def both_ended() -> bool:
@@ -153,7 +153,7 @@ async def test_a_chunk_claimed_ahead_runs_no_row_once_the_operation_is_cancelled
 
     await wait_until(both_ended, what="both chunks' runs to end")
     assert status["status"] == "Cancelled"
-    assert not any(f"row{n}" in ops.PROCESSED for n in range(11, 31))
+    assert not any(f"row{n}" in ops.PROCESSED for n in range(21, 41))
 
 
 async def test_stopping_hands_back_a_chunk_claimed_ahead_without_running_it(
@@ -166,17 +166,18 @@ async def test_stopping_hands_back_a_chunk_claimed_ahead_without_running_it(
 
     async def handed_back() -> bool:
         states = await chunk_states(client, operation_id)
-        return states[1] is ChunkState.PENDING
+        return states[2] is ChunkState.PENDING
 
-    await wait_until(handed_back, what="chunk 1 handed back at once")
-    ops.GATE.set()  # chunk 0 finishes its rows within the shutdown timeout
+    await wait_until(handed_back, what="chunk 2 handed back at once")
+    ops.GATE.set()  # chunk 1 finishes its rows within the shutdown timeout
     await stopping
     assert await chunk_states(client, operation_id) == [
+        ChunkState.DONE,
         ChunkState.DONE,
         ChunkState.PENDING,
         ChunkState.PENDING,
     ]
-    assert not any(f"row{n}" in ops.PROCESSED for n in range(11, 31))
+    assert not any(f"row{n}" in ops.PROCESSED for n in range(21, 41))
 
 
 async def test_retry_of_a_split_operation_runs_only_the_failed_rows(
@@ -199,19 +200,18 @@ async def _true(value: bool) -> bool:
     return value
 
 
-GATED_AT_NINE = ["wait9" if n == 9 else f"row{n}" for n in range(1, 31)]
+GATED = ["wait19" if n == 19 else f"row{n}" for n in range(1, 41)]
 
 
 async def _gated_with_a_chunk_claimed_ahead(client: httpx.AsyncClient) -> str:
-    """An operation of three chunks whose ninth row holds at the gate, in the second half
-    of chunk 0: the process claims chunk 1 ahead, and its rows wait for chunk 0's."""
-    operation_id = await create_ok(
-        client, csv_of(GATED_AT_NINE), operation="chunked-gated", metadata={}
-    )
+    """An operation of four chunks (the first one run by its claimer before the split)
+    whose 19th row holds at the gate, in the second half of chunk 1: the process claims
+    chunk 2 ahead, and its rows wait for chunk 1's."""
+    operation_id = await create_ok(client, csv_of(GATED), operation="chunked-gated", metadata={})
 
     async def both_running() -> bool:
         states = await chunk_states(client, operation_id)
-        return states[:2] == [ChunkState.RUNNING] * 2
+        return states[1:3] == [ChunkState.RUNNING] * 2
 
-    await wait_until(both_running, what="chunk 1 claimed while chunk 0 waits at its gated row")
+    await wait_until(both_running, what="chunk 2 claimed while chunk 1 waits at its gated row")
     return operation_id

@@ -16,7 +16,8 @@ import pytest
 from bulkops.clock import utcnow
 from bulkops.definition import Registry
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
-from bulkops.engine.scheduler import ALIVE_PATIENCE, SchedulerConfig, WorkScheduler
+from bulkops.engine.reaper import ALIVE_PATIENCE
+from bulkops.engine.scheduler import SchedulerConfig, WorkScheduler
 from bulkops.errors import StorageUnavailable
 from bulkops.storage import lifecycle
 from bulkops.storage.files import open_file_store

@@ -7,6 +7,9 @@ priority first, then oldest). ``ChunkClaims`` decides the claims of one process:
   time, so within a process the operation's parallelism stays its MaxRowConcurrency, as when
   it is not split; its other chunks are left to other processes, or to this one, chunk after
   chunk. A turn that claimed a chunk starts the next turn, so the chunks keep being drained.
+  One turn at a time looks for a chunk (``MAX_CLAIMERS``): news of many chunks starts one
+  turn, which starts the next as soon as it claimed one, until a claim finds none. More
+  would only queue for the claim, ahead of the claims that even out the shares.
 - Claim-ahead. Once the second half of a chunk's rows is being read (``ChunkRun.nearly_done``)
   the next turn starts: its chunk sets up (file, stored rows) meanwhile, and if it is a chunk
   of the same operation its rows run once this one's are done (``ChunkRun`` ``before``),
@@ -33,14 +36,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
 from bulkops.engine.chunks import ChunkRun, end_split
 from bulkops.engine.fair_share import FairShare
+from bulkops.engine.lease import LiveHolders
 from bulkops.engine.processor import Processor
 from bulkops.engine.run import StopReason
 from bulkops.errors import StorageError
@@ -53,45 +57,49 @@ log = logging.getLogger("bulkops.engine")
 # each, and those run to equalize tenants): a bound against a runaway, far above what a
 # process's row slots can use.
 MAX_CHUNK_TURNS = 256
+# Turns looking for a chunk at once at most: claims are taken one at a time anyway.
+MAX_CLAIMERS = 1
 # Seconds between looks at the share when nothing changed in it: a run's pace (rows
 # waiting for a rate limit, say) changes without telling it.
 LOOK_AGAIN = 0.5
 
 
-class LiveHolders(NamedTuple):
-    """Holders storage knows alive now, and how old a heartbeat of theirs must be before
-    their work is taken over all the same (a hung process must lose it in the end)."""
+class Holders(Protocol):
+    """Which holders' work may be taken (the process's reaper)."""
 
-    ids: frozenset[str]
-    before: datetime
+    def stale_before(self) -> datetime:
+        """Heartbeats older than this are abandoned now."""
+
+    async def live_holders(self) -> LiveHolders:
+        """The holders storage knows alive, who keep their work past that."""
 
 
 class ChunkClaims:
     """The chunk claims of one process: its turns, claim-ahead, and runs to equalize.
 
     ``begin`` starts a coroutine as the scheduler's work (so the scheduler knows when it is
-    idle); ``stale_before`` says which heartbeats are abandoned now, ``live`` which holders
-    keep their chunks past that.
+    idle); ``holders`` says whose chunks may be taken over.
     """
 
     def __init__(
         self,
         processor: Processor,
+        holders: Holders,
         *,
         max_resumes: int,
-        stale_before: Callable[[], datetime],
-        live: Callable[[], Awaitable[LiveHolders]],
         begin: Callable[[Coroutine[Any, Any, None]], None],
     ) -> None:
         self._processor = processor
         self._worker_id = processor.config.worker_id
         self._max_resumes = max_resumes
-        self._stale_before = stale_before
-        self._live = live
+        self._holders = holders
         self._begin = begin
         # Chunk runs in progress here, by (operation id, chunk index).
         self.runs: dict[tuple[UUID, int], tuple[ChunkRun, asyncio.Task[None]]] = {}
         self._turns = 0  # turns started and not ended
+        self._claimers = 0  # turns started that have not claimed a chunk or found none yet
+        # News came while a turn was looking: it may have looked too early, look again.
+        self._again = False
         self._no_chunk = False  # the last claim found none: no turn tries until news
         # Operations this process runs a chunk of in turn (not counting one whose rows
         # are nearly done); one claim at a time keeps it exact.
@@ -122,12 +130,15 @@ class ChunkClaims:
         of each split operation at a time (and one claimed ahead), so the turns are bounded
         by the operations, not by ``worker_count``: every split operation progresses."""
         self._no_chunk = False
-        free = MAX_CHUNK_TURNS - self._turns
+        free = min(MAX_CHUNK_TURNS - self._turns, MAX_CLAIMERS - self._claimers)
+        if count > free:
+            self._again = True
         offered = 0
         for _ in range(min(count, free)):
             if self._stopping:
                 break
             self._turns += 1
+            self._claimers += 1
             self._begin(self._take_turn())
             offered += 1
         return offered
@@ -136,9 +147,9 @@ class ChunkClaims:
         """Start turns for the chunks any process could claim now (Pending or abandoned)."""
         if self._turns >= MAX_CHUNK_TURNS:
             return
-        live = await self._live()
+        live = await self._holders.live_holders()
         waiting = await self._processor.stores.chunks.chunk_work(
-            self.names, self._stale_before(), live.ids, live.before
+            self.names, self._holders.stale_before(), live.ids, live.before
         )
         self.found(waiting)
 
@@ -157,6 +168,8 @@ class ChunkClaims:
         try:
             if not self._stopping and not self._no_chunk:
                 claimed, offered = await self._run_chunk()
+            else:
+                self._claimers -= 1
         except StorageError:
             log.warning("Could not claim or process a chunk; will retry later", exc_info=True)
         finally:
@@ -168,12 +181,21 @@ class ChunkClaims:
         """Claim one chunk of an operation not run here in turn, and run it. Returns
         whether a chunk was claimed, and whether the next turn was started before this one
         ended."""
-        async with self._claiming:
-            chunk = await self._claim(exclude=self._chunked)
-            if chunk is None:
+        try:
+            async with self._claiming:
+                self._again = False
+                chunk = await self._claim(exclude=self._chunked)
+                if chunk is not None:
+                    self._chunked.add(chunk.operation_id)
+        finally:
+            self._claimers -= 1
+        if chunk is None:
+            if self._again:  # news while it looked: another turn looks afresh
+                self.offer(1)
+            else:
                 self._no_chunk = True  # until a split, a notice or a poll says otherwise
-                return False, False
-            self._chunked.add(chunk.operation_id)
+            return False, False
+        self.offer(1)  # a chunk of another operation may be there to claim too
         released = False
 
         def release() -> None:
@@ -191,12 +213,12 @@ class ChunkClaims:
     async def _claim(
         self, exclude: set[UUID] | None = None, among: list[UUID] | None = None
     ) -> ChunkRecord | None:
-        live = await self._live()
+        live = await self._holders.live_holders()
         return await self._processor.stores.chunks.claim_chunk(
             self.names,
             self._worker_id,
             utcnow(),
-            self._stale_before(),
+            self._holders.stale_before(),
             exclude=exclude or (),
             among=among,
             alive=live.ids,

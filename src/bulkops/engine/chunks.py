@@ -1,4 +1,4 @@
-"""Processing one chunk of a split operation: a range of rows, read from its offset."""
+"""Processing one chunk of an operation: a range of rows, read from its offset."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from bulkops.engine.lease import Held
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.resume import FileRows, StoredRows, read_chunk, source_fixes
 from bulkops.engine.run import Ending, Run, StopReason
+from bulkops.engine.spread import fast
 from bulkops.engine.stored_file import stored_file
 from bulkops.errors import IllegalTransition
 from bulkops.formats import RawRow
@@ -109,13 +110,13 @@ class ChunkRun(Run):
                 rows.close()
 
     def _may_use_helper(self, definition: OperationDefinition, stored: StoredRows | None) -> bool:
-        """Whether the chunk's rows may run in a helper process (none of them stored yet).
-        Not the chunks of an operation split at the pace of its rows (one of at most
-        ``chunk_rows`` rows): its rows are slow, and run here in the process's fair share."""
+        """Whether the chunk's rows may run in a helper process (none of them stored yet):
+        only when it was cut for fast rows (``spread.fast``). A smaller chunk was cut
+        at the pace of slow rows, which run here in the process's fair share."""
         concurrency, dry_run = self._config.max_row_concurrency, self.record.dry_run
         return (
             runs_in_helper(definition, concurrency, dry_run=dry_run)
-            and self.record.total_rows > self._config.chunk_rows
+            and fast(self.chunk.row_count, self._config.chunk_rows)
             and (stored is None or stored.next_number > self.chunk.last_row)
         )
 

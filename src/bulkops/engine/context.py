@@ -42,7 +42,7 @@ class ProcessorConfig:
     signal_poll_interval: float = 2.0
     step_retry_delay: float = 1.0
     storage_retry_timeout: float = 120.0
-    chunk_rows: int = 0  # split operations with more rows than this (0: never)
+    chunk_rows: int = 0  # the most rows one chunk of an operation holds (0: never split)
     # What counting a file's rows may cost (expanded bytes, rows): beyond, it fails.
     file_limits: FileLimits = field(default_factory=FileLimits)
 

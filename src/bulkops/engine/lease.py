@@ -6,6 +6,8 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
 from uuid import UUID
 
 from bulkops.clock import utcnow
@@ -14,6 +16,14 @@ from bulkops.storage.lifecycle import HELD_STATUSES
 from bulkops.storage.ports import ChunkStore, OperationStore
 from bulkops.storage.records import OperationRecord
 from bulkops.storage.states import OperationStatus
+
+
+class LiveHolders(NamedTuple):
+    """Holders storage knows alive now, and how old a heartbeat of theirs must be before
+    their work is taken over all the same (a hung process must lose it in the end)."""
+
+    ids: frozenset[str]
+    before: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,13 @@ for the death of the workers it cut off."""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+from bulkops.errors import StorageError, StorageUnavailable
+
+log = logging.getLogger("bulkops.engine")
 
 
 class Outages:
@@ -64,3 +69,15 @@ class Outages:
             self._back_at, self._excused = None, 0.0
             return 0.0
         return self._excused
+
+    async def quietly(self, action: Callable[[], Awaitable[None]]) -> None:
+        """Run a background storage action (a poll, a scan): a storage error is logged and
+        noted here (storage unreachable), never raised; it is tried again at its next turn."""
+        try:
+            await action()
+        except StorageError as exc:
+            if isinstance(exc, StorageUnavailable):
+                self.failed()
+            log.warning("Could not run %s; will try again", action.__name__, exc_info=True)
+        else:
+            self.answered()

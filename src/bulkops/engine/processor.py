@@ -1,5 +1,5 @@
-"""Processing one claimed operation: its whole file, or splitting it into chunks that every
-worker can claim."""
+"""Processing one claimed operation: its first rows, then the rest itself or split into
+chunks that every worker can claim (see ``spread``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from bulkops.engine.persistence import apply_change
 from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_fixes
 from bulkops.engine.retry import RetrySource
 from bulkops.engine.run import Ending, Run, Runner, StopReason
-from bulkops.engine.spread import GRAIN, SPREAD_SECONDS, Cut, Probe, chunk_size, cut
+from bulkops.engine.spread import SPREAD_SECONDS, Cut, Probe, chunk_size, grain, plan
 from bulkops.engine.stored_file import stored_file
 from bulkops.engine.undo import undo_source
 from bulkops.errors import IllegalTransition
@@ -26,7 +26,7 @@ from bulkops.formats import FileFormat, RowCount, count_chunks
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
 from bulkops.storage.records import ChunkRecord, OperationRecord
-from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 log = logging.getLogger("bulkops.engine")
 
@@ -101,20 +101,12 @@ class OperationRun(Run):
                 helpers.warm()  # starts while the rows are counted
             sheet = self.record.sheet
             chunk_rows = self._config.chunk_rows
+            # Where a chunk may begin: every grain of rows (one chunk when never split).
+            step = grain(chunk_rows) if chunk_rows else 2**31
             limits = self._config.file_limits  # a bomb fails here, before any row runs
             counted = await asyncio.to_thread(
-                partial(count_chunks, limits=limits),
-                path,
-                fmt,
-                chunk_rows or 2**31,
-                delimiter,
-                sheet,
+                partial(count_chunks, limits=limits), path, fmt, step, delimiter, sheet
             )
-            if len(counted.chunks) > 1:  # more rows than chunk_rows: split at once
-                await self._split(cut(counted.chunks, 1, counted.total, 1), counted.total)
-                return
-            if chunk_rows and counted.total > GRAIN:  # may be split at the pace of its rows
-                counted = await asyncio.to_thread(count_chunks, path, fmt, GRAIN, delimiter, sheet)
             await self._retry.call(
                 self._stores.operations.set_total_rows, self.record.id, counted.total
             )
@@ -136,33 +128,52 @@ class OperationRun(Run):
                 reader.close()
 
     async def _run_and_spread(self, rows: FileRows, runner: Runner, counted: RowCount) -> None:
-        """Run the rows; when the file can be cut, run its first rows only, and split the
-        rest into chunks sized at their pace when it would take this worker long."""
+        """Run the rows; when the file can be cut, run its first rows only (the first
+        chunk), and split the rest into chunks sized at their pace when it would take this
+        worker long, or is more than a chunk may hold."""
         if len(counted.chunks) < 2:
             await self._run(rows, runner)
             return
-        probe = Probe(rows, {start.first_row for start in counted.chunks})
+        chunk_rows = self._config.chunk_rows
+        boundaries = {start.first_row for start in counted.chunks}
+        probe = Probe(rows, boundaries, limit=chunk_rows, step=grain(chunk_rows))
         await self._run(probe.first(), runner)
         probe.ended()
         if self.stop_reason is not None or self._sink.halted or not probe.next_row:
             return
         left = counted.total - probe.next_row + 1
-        if left * probe.seconds_per_row <= SPREAD_SECONDS:
+        if left <= chunk_rows and left * probe.seconds_per_row <= SPREAD_SECONDS:
             await self._run(probe.rest(), runner)
             return
         if self._turn is not None:
             self._turn.release()
         await self._recorder.close()  # its rows are stored before the split
-        size = chunk_size(probe.seconds_per_row, self._config.chunk_rows)
-        await self._split(cut(counted.chunks, probe.next_row, counted.total, size), counted.total)
+        size = chunk_size(probe.seconds_per_row, chunk_rows)
+        first = Cut(1, probe.next_row - 1, counted.chunks[0].offset)
+        rest = plan(counted.chunks, probe.next_row, counted.total, size, chunk_rows)
+        await self._split([first, *rest], counted.total)
 
     async def _split(self, cuts: list[Cut], total: int) -> None:
-        """Hand the rest of the operation to its chunks: any worker may now claim them."""
-        parts = [
-            ChunkRecord(self.record.id, index, c.first_row, c.row_count, c.offset)
-            for index, c in enumerate(cuts)
-        ]
+        """Hand the rest of the operation to its chunks: any worker may now claim them. The
+        first cut is the rows this run ran: its chunk is stored Done, held by this worker."""
         now, me = utcnow(), self._config.worker_id
+        ran, *rest = cuts
+        parts = [
+            ChunkRecord(
+                self.record.id,
+                0,
+                ran.first_row,
+                ran.row_count,
+                ran.offset,
+                state=ChunkState.DONE,
+                worker_id=me,
+                heartbeat_at=now,
+            ),
+            *(
+                ChunkRecord(self.record.id, index, c.first_row, c.row_count, c.offset)
+                for index, c in enumerate(rest, start=1)
+            ),
+        ]
 
         def split(current: OperationRecord) -> OperationChange | None:
             if current.worker_id != me or current.status is not OperationStatus.RUNNING:
@@ -177,10 +188,14 @@ class OperationRun(Run):
         ):
             self.stop_reason = StopReason.LOST
             return
-        self.chunks = len(parts)
+        self.chunks = len(rest)  # the chunks to claim
         await self._stores.wakeups.announce_work()  # other processes take chunks at once
         log.info(
-            "Split %s into %d chunks of %d rows", self.record.id, len(parts), parts[0].row_count
+            "Split %s into %d chunks of %d rows after its first %d",
+            self.record.id,
+            len(rest),
+            rest[0].row_count,
+            ran.row_count,
         )
 
     async def _process_retry(self, definition: OperationDefinition, fmt: FileFormat) -> None:

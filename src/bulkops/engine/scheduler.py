@@ -6,43 +6,31 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import math
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
-from bulkops.engine.chunk_claims import ChunkClaims, LiveHolders
-from bulkops.engine.chunks import end_split
+from bulkops.engine.chunk_claims import ChunkClaims
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.processor import OperationRun, Processor
+from bulkops.engine.reaper import Reaper
 from bulkops.engine.run import Run, StopReason
 from bulkops.engine.signals import SignalHub, deliver_signal
-from bulkops.errors import IllegalTransition, StorageError, StorageUnavailable
+from bulkops.errors import IllegalTransition, StorageError
 from bulkops.storage import lifecycle
 from bulkops.storage.lanes import enter_processing_lane
 from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
 from bulkops.storage.ports import RowStore, WakeUps
 from bulkops.storage.records import OperationRecord
-from bulkops.storage.states import OperationStatus
 from bulkops.storage.wakeups import NoWakeUps
 
 log = logging.getLogger("bulkops.engine")
 
 _PICKUP_BATCH = 1000
-# A holder storage finds dead must be found so again this long after (and storage must
-# have answered that long since an outage): a process whose liveness lock went with a
-# dropped connection takes it again well within it.
-CONFIRM_DEATH = 2.0
-# A holder storage knows alive (``Liveness.alive``) keeps its work until its heartbeat is
-# this many times ``abandon_after`` old: a loaded machine delays a live heartbeat past
-# ``abandon_after``, not past this; a hung process (its lock or process id still standing)
-# loses its work after it.
-ALIVE_PATIENCE = 10
 # Operations a process works on at once at most: a bound against a runaway (open files,
 # heartbeats, connections), far above what its row slots can keep busy; the rest wait here
 # in order.
@@ -106,14 +94,9 @@ class WorkScheduler:
     An operation is claimed with its concurrency token before processing; when another
     process claimed it first the claim fails and the operation is skipped. Pending and
     Retrying operations are picked up at start and, with a poll interval, continuously.
-    Abandoned operations (held, but their holder's heartbeat stopped) are resumed: an
-    operation seen abandoned at two scans in a row with the same heartbeat is taken over,
-    so a holder that was only cut off from storage for a while renews its heartbeat first.
-    The work, operation or chunk, of a holder storage knows alive (``Liveness.alive``) is
-    not taken over on its heartbeat's age alone: only once that is ``ALIVE_PATIENCE`` times
-    ``abandon_after`` (and where storage knows nothing, or cannot answer, the heartbeat
-    decides as for any holder). What storage knows is looked at again at every scan and
-    before a claim of chunks once it is a scan interval old.
+    Abandoned operations (held, but their holder's heartbeat stopped) are resumed: its
+    ``Reaper`` (``engine/reaper.py``) finds them, dead holders and stuck operations, and
+    queues here the ones to take over.
     """
 
     def __init__(self, processor: Processor, config: SchedulerConfig) -> None:
@@ -130,24 +113,19 @@ class WorkScheduler:
         self._known: set[UUID] = set()
         # Runs of whole operations in progress, by operation id (chunks: ``_chunks.runs``).
         self._active: dict[UUID, tuple[OperationRun, asyncio.Task[None]]] = {}
-        self._chunks = ChunkClaims(
+        self._reaper = Reaper(
             processor,
-            max_resumes=config.max_resumes,
-            stale_before=self._stale_before,
-            live=self._live_holders,
-            begin=self._begin,
+            self,
+            abandon_after=config.abandon_after,
+            scan_interval=config.scan_interval,
+            stuck_timeout=config.stuck_timeout,
+            worker_count=config.worker_count,
+        )
+        self._chunks = ChunkClaims(
+            processor, self._reaper, max_resumes=config.max_resumes, begin=self._begin
         )
         self._wake = asyncio.Event()  # a wake-up notice asked to look for work
         self._delivering: set[asyncio.Task[None]] = set()
-        # Abandoned operations seen once (id -> heartbeat then), and those confirmed.
-        self._suspects: dict[UUID, datetime | None] = {}
-        self._takeovers: dict[UUID, datetime | None] = {}
-        # Holders storage found dead, and when first (monotonic seconds).
-        self._dying: dict[str, float] = {}
-        self._rechecking: asyncio.Task[None] | None = None
-        # Holders storage knew alive at its last answer, and when (monotonic seconds).
-        self._alive: frozenset[str] = frozenset()
-        self._alive_at = -math.inf
         self._keeping: asyncio.Task[None] | None = None  # keeps this process known alive
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -190,9 +168,9 @@ class WorkScheduler:
         self._started = True
         config = self._config
         self._keeping = asyncio.create_task(self._processor.stores.liveness.keep(self._worker_id))
-        await self._quietly(self.pickup)
-        await self._quietly(self.scan_abandoned)
-        await self._quietly(self.poll_chunks)
+        await self._outages.quietly(self.pickup)
+        await self._outages.quietly(self.scan_abandoned)
+        await self._outages.quietly(self.poll_chunks)
         if config.poll_interval:
             self._spawn(self._every(config.poll_interval, self.pickup))
         self._spawn(self._every(config.poll_interval or config.scan_interval, self.poll_chunks))
@@ -211,8 +189,8 @@ class WorkScheduler:
         while True:
             await self._wake.wait()
             self._wake.clear()  # notices that arrive meanwhile make one more round
-            await self._quietly(self.pickup)
-            await self._quietly(self.poll_chunks)
+            await self._outages.quietly(self.pickup)
+            await self._outages.quietly(self.poll_chunks)
 
     def _signalled(self, key: str) -> None:
         stores, hub = self._processor.stores, self._processor.hub
@@ -231,14 +209,19 @@ class WorkScheduler:
     def _spawn(self, *coroutines: Coroutine[Any, Any, None]) -> None:
         self._tasks.extend(asyncio.create_task(c, context=_processing()) for c in coroutines)
 
-    def _serves(self, record: OperationRecord) -> bool:
-        # Another worker sharing this storage may serve it: leave it to that one.
+    def serves(self, record: OperationRecord) -> bool:
+        """Whether this process runs operations of that name (another worker sharing this
+        storage may serve it: it is left to that one)."""
         return record.operation_name in self._processor.registry
+
+    def runs(self, operation_id: UUID) -> bool:
+        """Whether the operation is run here now, whole."""
+        return operation_id in self._active
 
     async def pickup(self) -> None:
         """Queue the claimable operations found in storage."""
         for record in await self._operations.claimable(_PICKUP_BATCH):
-            if self._serves(record):
+            if self.serves(record):
                 self.enqueue(record.id)
 
     def offer_chunks(self, count: int) -> int:
@@ -249,115 +232,21 @@ class WorkScheduler:
         """Start turns for the chunks any process could claim now (Pending or abandoned)."""
         await self._chunks.poll()
 
-    def _stale_before(self) -> datetime:
-        """Heartbeats older than this are abandoned: ``abandon_after``, plus the time this
-        process recently saw storage unreachable (its holders could not renew them)."""
-        after = self._config.abandon_after
-        return utcnow() - timedelta(seconds=after + self._outages.excused(after))
-
-    async def _live_holders(self, *, afresh: bool = False) -> LiveHolders:
-        """The holders storage knows alive (asked again when ``afresh`` or a scan interval
-        after its last answer; none when it cannot answer), and how old their heartbeats
-        must be for their work to be taken over all the same."""
-        after = self._config.abandon_after
-        patience = ALIVE_PATIENCE * after
-        before = utcnow() - timedelta(seconds=patience + self._outages.excused(after))
-        if afresh or time.monotonic() - self._alive_at >= self._config.scan_interval:
-            try:
-                found = await self._processor.stores.liveness.alive()
-            except StorageError:
-                log.debug("Could not learn which holders are alive", exc_info=True)
-                self._alive, self._alive_at = frozenset(), -math.inf
-            else:
-                self._alive, self._alive_at = frozenset(found), time.monotonic()
-        return LiveHolders(self._alive, before)
-
     async def scan_abandoned(self) -> None:
-        """Queue the abandoned operations seen at this scan and the one before (or at once
-        when their holder is dead), but not those of holders known alive until their
-        heartbeat is older than ``ALIVE_PATIENCE`` allows, and end split operations whose
-        last chunk's worker stopped before it could."""
-        await self._end_finished_splits()
-        dead = await self._find_dead()
-        live = await self._live_holders(afresh=True)
-        stale_before = self._stale_before()
-        seen: dict[UUID, datetime | None] = {}
-        for record in await self._operations.abandoned(stale_before, _PICKUP_BATCH):
-            if not self._serves(record) or record.id in self._active:
-                continue
-            beat = record.heartbeat_at
-            if record.worker_id in live.ids and beat is not None and beat >= live.before:
-                continue  # alive: its heartbeat is late, not stopped
-            seen[record.id] = record.heartbeat_at
-            if record.worker_id in dead or (
-                record.id in self._suspects and self._suspects[record.id] == record.heartbeat_at
-            ):
-                self._takeovers[record.id] = record.heartbeat_at
-                self.enqueue(record.id)
-        self._suspects = seen
+        """Queue abandoned work to take over (see ``Reaper.scan_abandoned``)."""
+        await self._reaper.scan_abandoned()
 
-    async def _find_dead(self) -> set[str]:
-        """Holders storage found dead at two looks ``CONFIRM_DEATH`` apart, with storage
-        answering meanwhile; what they hold is made abandoned at once (its heartbeat
-        voided), their chunks for any process to claim. A look that finds new ones
-        comes back after ``CONFIRM_DEATH`` instead of at the next scan."""
-        liveness = self._processor.stores.liveness
-        seen = await liveness.dead()
-        now = time.monotonic()
-        if self._outages.quiet_for() < 2 * CONFIRM_DEATH:
-            self._dying = {}  # after an outage every lock is being taken again
-            return set()
-        dead = {worker for worker in seen if now - self._dying.get(worker, now) >= CONFIRM_DEATH}
-        self._dying = {worker: self._dying.get(worker, now) for worker in seen}
-        if dead:
-            log.warning("Workers %s are gone: resuming their work now", ", ".join(sorted(dead)))
-            await liveness.expire(dead)
-            self.offer_chunks(self._config.worker_count)
-        if len(seen) > len(dead) and (self._rechecking is None or self._rechecking.done()):
-            self._rechecking = asyncio.create_task(self._recheck())
-        return dead
+    async def sweep_stuck(self) -> None:
+        """Fail operations Running longer than the stuck timeout (``Reaper.sweep_stuck``)."""
+        await self._reaper.sweep_stuck()
 
     async def _stop_keeping(self) -> None:
         """This process stops being known alive: last, once its work is handed back."""
-        for task in (self._keeping, self._rechecking):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-    async def _recheck(self) -> None:
-        """Look again at holders found dead once, when they can be confirmed."""
-        await asyncio.sleep(CONFIRM_DEATH)
-        self._rechecking = None
-        await self._quietly(self.scan_abandoned)
-
-    async def _end_finished_splits(self) -> None:
-        for operation_id in await self._processor.stores.chunks.finished_splits():
-            log.info("Ending split operation %s: all its chunks are done", operation_id)
-            await end_split(self._processor, operation_id, None)
-
-    async def sweep_stuck(self) -> None:
-        """Fail operations that have been Running longer than the stuck timeout."""
-        timeout = self._config.stuck_timeout
-        if not timeout:
-            return
-        now = utcnow()
-        message = f"Operation was Running longer than the stuck-operation timeout ({timeout:g} s)"
-        for record in await self._operations.running():
-            since = record.started_at or record.created_at
-            if (now - since).total_seconds() <= timeout:
-                continue
-            counts = await self._operations.counts(record.id)
-
-            def fail(
-                current: OperationRecord, counts: lifecycle.RowCounts = counts
-            ) -> OperationChange | None:
-                if current.status is not OperationStatus.RUNNING:
-                    return None
-                return lifecycle.fail(current, message, now, counts)
-
-            if await self._apply(record.id, fail) is not None:
-                log.warning("Failed stuck operation %s", record.id)
+        await self._reaper.stop()
+        if self._keeping is not None:
+            self._keeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeping
 
     async def _apply(
         self, operation_id: UUID, compute: Callable[[OperationRecord], OperationChange | None]
@@ -367,20 +256,10 @@ class WorkScheduler:
         except IllegalTransition:
             return None
 
-    async def _quietly(self, action: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await action()
-        except StorageError as exc:
-            if isinstance(exc, StorageUnavailable):
-                self._outages.failed()
-            log.warning("Could not run %s; will try again", action.__name__, exc_info=True)
-        else:
-            self._outages.answered()
-
     async def _every(self, seconds: float, action: Callable[[], Awaitable[None]]) -> None:
         while True:
             await asyncio.sleep(seconds)
-            await self._quietly(action)
+            await self._outages.quietly(action)
 
     async def _take_operation(self, operation_id: UUID) -> None:
         try:
@@ -390,7 +269,7 @@ class WorkScheduler:
             log.warning("Could not process %s; will retry later", operation_id, exc_info=True)
         finally:
             self._known.discard(operation_id)
-            self._takeovers.pop(operation_id, None)
+            self._reaper.forget(operation_id)
             self._active.pop(operation_id, None)
             self._operations_here -= 1
             if self._later and not self._stopping:
@@ -398,11 +277,12 @@ class WorkScheduler:
 
     async def _handle(self, operation_id: UUID) -> None:
         record = await self._operations.get(operation_id)
-        if record is None or not self._serves(record):
+        if record is None or not self.serves(record):
             return
         now = utcnow()
-        if operation_id in self._takeovers:
-            claimed = await self._take_over(record, self._takeovers[operation_id], now)
+        takeover, heartbeat = self._reaper.takeover(operation_id)
+        if takeover:
+            claimed = await self._take_over(record, heartbeat, now)
         else:
             claimed = await self._apply(
                 operation_id,

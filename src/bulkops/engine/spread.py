@@ -1,11 +1,13 @@
-"""How an operation is cut into chunks: by size, or by time at the pace of its first rows.
+"""How an operation is cut into chunks: by time, at the pace of its first rows.
 
-An operation of more than ``BULKOPS_CHUNK_ROWS`` rows is split at once into chunks of that
-many rows. A smaller one is run by the worker that claims it, its first rows for
-``PROBE_SECONDS`` (``Probe``); when the rest would keep that worker busy longer than
-``SPREAD_SECONDS`` at their pace, the rest is split into chunks of about ``CHUNK_SECONDS``
-each (``GRAIN`` rows at least) that every worker can claim; otherwise the worker runs the
-rest itself. So a slow operation spreads over every worker without any tuning.
+Every operation is run the same way, whatever its size. The worker that claims it runs its
+first rows (``Probe``): for ``PROBE_SECONDS``, and never more than a chunk may hold
+(``BULKOPS_CHUNK_ROWS``). Those rows are the operation's first chunk. When the rest would
+keep that worker busy longer than ``SPREAD_SECONDS`` at their pace, or is more than one
+chunk may hold, the rest is split into chunks of about ``CHUNK_SECONDS`` each (a ``grain``
+of rows at least, ``BULKOPS_CHUNK_ROWS`` at most) that every worker can claim; otherwise the
+worker runs the rest itself. So a slow operation spreads over every worker without any
+tuning, and a fast one is cut into chunks as large as a chunk may be.
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ PROBE_SECONDS = 0.25  # the first rows that measure the pace
 SPREAD_SECONDS = 2.0  # more work than this left, at that pace: split the rest
 CHUNK_SECONDS = 0.5  # the time a chunk is cut to take, at that pace
 GRAIN = 50  # rows: where a chunk may begin (the file is indexed every GRAIN rows)
+# The last TAPER chunks' worth of rows cut at the pace of slow rows are cut TAPER times
+# smaller: the workers end together, none left running a whole chunk while the others idle.
+TAPER = 4
+
+
+def grain(chunk_rows: int) -> int:
+    """Rows between two places where a chunk may begin: ``GRAIN``, or fewer when a chunk
+    may hold fewer (``chunk_rows`` > 0)."""
+    return min(GRAIN, chunk_rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +59,54 @@ def cut(starts: tuple[ChunkStart, ...], first_row: int, total: int, rows: int) -
     ]
 
 
+def plan(
+    starts: tuple[ChunkStart, ...], first_row: int, total: int, rows: int, chunk_rows: int
+) -> list[Cut]:
+    """The chunks of rows ``first_row``..``total`` for chunks of ``rows`` rows (see
+    ``chunk_size``): of that size, but for the last ``TAPER`` of them, cut ``TAPER`` times
+    smaller, when ``rows`` was sized at the pace of slow rows (below ``chunk_rows``)."""
+    if rows >= chunk_rows:
+        return cut(starts, first_row, total, rows)
+    smaller = max(grain(chunk_rows), rows // TAPER)
+    taper_from = total + 1 - TAPER * rows
+    later = [start for start in starts if start.first_row >= max(first_row, taper_from)]
+    if not later or later[0].first_row <= first_row:
+        return cut(starts, first_row, total, smaller)
+    middle = later[0].first_row
+    return cut(starts, first_row, middle - 1, rows) + cut(starts, middle, total, smaller)
+
+
 def chunk_size(seconds_per_row: float, chunk_rows: int) -> int:
-    """Rows a chunk gets at that pace: ``CHUNK_SECONDS`` of them, within GRAIN..chunk_rows."""
-    if seconds_per_row <= 0:
-        return chunk_rows
-    return max(min(GRAIN, chunk_rows), min(chunk_rows, int(CHUNK_SECONDS / seconds_per_row)))
+    """Rows a chunk gets at that pace: ``CHUNK_SECONDS`` of them, a whole number of grains
+    within one grain..``chunk_rows`` (so that ``cut`` never makes one larger)."""
+    step = grain(chunk_rows)
+    rows = chunk_rows if seconds_per_row <= 0 else int(CHUNK_SECONDS / seconds_per_row)
+    return max(step, min(chunk_rows, rows) // step * step)
+
+
+def fast(row_count: int, chunk_rows: int) -> bool:
+    """Whether a chunk of ``row_count`` rows was cut for fast rows: at least half as large as
+    a chunk may be (``CHUNK_SECONDS`` of its operation's first rows filled that many)."""
+    return row_count * 2 >= chunk_rows
 
 
 class Probe:
     """The first rows of an operation, ending at a row where a chunk may begin, and the
-    pace they ran at (wall time a row, at the run's concurrency)."""
+    pace they ran at (wall time a row, at the run's concurrency). They end once
+    ``PROBE_SECONDS`` have passed, or at the last boundary within ``limit`` rows (0: no
+    limit; boundaries are ``step`` rows apart)."""
 
-    def __init__(self, batches: AsyncIterator[RowBatch], boundaries: set[int]) -> None:
+    def __init__(
+        self,
+        batches: AsyncIterator[RowBatch],
+        boundaries: set[int],
+        limit: int = 0,
+        step: int = GRAIN,
+    ) -> None:
         self._batches = batches
         self._boundaries = boundaries
+        self._limit = limit
+        self._step = step
         self._left: RowBatch = []
         self._started = 0.0
         self.rows = 0  # rows handed out
@@ -102,4 +147,8 @@ class Probe:
             yield batch
 
     def _over(self) -> bool:
+        """Whether the probe ends at this boundary: its time is up, or the rows up to the
+        next one would be more than ``limit``."""
+        if self._limit and self.rows + self._step > self._limit:
+            return True
         return perf_counter() - self._started >= PROBE_SECONDS

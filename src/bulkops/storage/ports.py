@@ -428,7 +428,7 @@ class Liveness(Protocol):
     that no longer runs), its work is taken over at once. Where it cannot, ``dead``
     finds nothing and the heartbeat decides. The other way round, a holder storage knows
     alive (its lock held, its process running: ``alive``) keeps its work past an aged
-    heartbeat, for a bounded while (the scheduler's ``ALIVE_PATIENCE``).
+    heartbeat, for a bounded while (the reaper's ``ALIVE_PATIENCE``).
     """
 
     def mark(self, worker_id: str) -> str:
