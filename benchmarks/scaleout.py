@@ -194,5 +194,5 @@ def postgres_throughput(context: Context) -> Result:
         **result.figures,
     }
     result.ratios["throughput_vs_reference"] = ratio
-    result.checks.insert(0, at_least("throughput vs reference", ratio, 0.4, "x"))
+    result.checks.insert(0, at_least("throughput vs reference", ratio, 0.7, "x"))
     return result

@@ -117,7 +117,7 @@ def _profiled(context: Context, name: str, path: Path) -> dict[str, Any]:
     return breakdown
 
 
-def _throughput(context: Context, path: Path) -> Result:
+def _throughput(context: Context, path: Path, least: float) -> Result:
     reference = context.reference(path)
     run = context.plain_run(path)
     _check_complete(run, context.sizes.rows)
@@ -126,7 +126,7 @@ def _throughput(context: Context, path: Path) -> Result:
     result.figures["reference_rows_per_s"] = round(reference.rows_per_second, 1)
     result.figures["reference_s"] = round(reference.seconds, 3)
     result.ratios["throughput_vs_reference"] = ratio
-    result.checks.append(at_least("throughput vs reference", ratio, 0.5, "x"))
+    result.checks.append(at_least("throughput vs reference", ratio, least, "x"))
     if context.profiler is not None:
         result.breakdown = _profiled(context, context.profiler, path)
     return result
@@ -134,12 +134,12 @@ def _throughput(context: Context, path: Path) -> Result:
 
 def csv_throughput(context: Context) -> Result:
     """Scenario 1: the CSV file through a row operation with an empty process_row."""
-    return _throughput(context, context.inputs.csv)
+    return _throughput(context, context.inputs.csv, 1.0)
 
 
 def jsonl_throughput(context: Context) -> Result:
     """Scenario 3: the same rows as JSON Lines."""
-    return _throughput(context, context.inputs.jsonl)
+    return _throughput(context, context.inputs.jsonl, 0.5)
 
 
 def batch_throughput(context: Context) -> Result:
@@ -447,7 +447,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         1,
         "{rows}-row CSV, empty process_row, SQLite, concurrency 1",
-        "throughput >= 0.5 x reference",
+        "throughput >= 1.0 x reference (the bare single-core loop)",
         csv_throughput,
     ),
     Scenario(
@@ -502,7 +502,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         11,
         "PostgreSQL: the {rows}-row CSV file, API process + one worker; read routes",
-        ">= 0.4 x reference",
+        ">= 0.7 x reference",
         postgres_throughput,
     ),
     Scenario(
@@ -569,7 +569,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         22,
         "20 uploads at once, quiet and with 8 closed-loop readers (status, errors, list)",
-        ">= 0.5 x quiet; read p99 < 100 ms",
+        ">= 0.8 x quiet; read p99 <= 50 ms",
         closed_loop_readers,
     ),
     Scenario(

@@ -194,7 +194,7 @@ def closed_loop_readers(context: Context) -> Result:
         notes=["8 clients read status, errors and the list in turn, each in a closed loop."],
     )
     result.ratios["with_readers_vs_quiet"] = busy / quiet
-    result.checks.append(at_least("processing with 8 readers vs quiet", busy / quiet, 0.5, "x"))
-    result.checks.append(at_most("read p99", readers.ms(99), 100, "ms"))
+    result.checks.append(at_least("processing with 8 readers vs quiet", busy / quiet, 0.8, "x"))
+    result.checks.append(at_most("read p99", readers.ms(99), 50, "ms"))
     result.checks.append(at_most("read errors", readers.errors, 0))
     return result
