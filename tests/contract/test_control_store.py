@@ -28,6 +28,20 @@ async def test_a_used_key_answers_its_first_operation_and_adds_nothing(
     assert other_principal is None  # keys are scoped to the principal
 
 
+async def test_a_key_in_use_is_found_without_being_recorded(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
+    assert await stores.operations.key_in_use(key()) is None
+    assert await stores.operations.key_in_use(key()) is None  # looking records nothing
+    first = make_operation()
+    await stores.operations.add(first, [], idempotency=key())
+    assert await stores.operations.key_in_use(key("f2")) == KeyInUse(first.id, "f1")
+    assert await stores.operations.key_in_use(key(principal="bob")) is None
+    assert await stores.operations.key_in_use(key(name="other")) is None
+    later = IdempotencyKey("ann", "k", "f1", first.created_at + timedelta(seconds=1))
+    assert await stores.operations.key_in_use(later) is None  # expired
+
+
 async def test_an_expired_key_is_used_again(stores: Stores, make_operation: MakeOperation) -> None:
     old = make_operation(created_at=BASE_TIME - timedelta(days=3))
     await stores.operations.add(old, [], idempotency=key())

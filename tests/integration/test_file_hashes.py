@@ -64,6 +64,31 @@ async def test_reject_duplicate_is_409_naming_it_and_stores_nothing(
     assert bad.status_code == 400
 
 
+async def test_a_reject_duplicate_create_sent_again_under_its_key_is_replayed(
+    client: httpx.AsyncClient,
+) -> None:
+    async def send(key: str, content: str = CSV) -> httpx.Response:
+        return await client.post(
+            "/api/bulks",
+            data={"operationName": "record", "metadata": META, "rejectDuplicate": "true"},
+            files={"file": ("rows.csv", content, "text/csv")},
+            headers={"Idempotency-Key": key},
+        )
+
+    first = await send("dup-1")
+    assert first.status_code == 201, first.text
+    again = await send("dup-1")
+    assert again.status_code == 201, again.text
+    assert again.json()["operationId"] == first.json()["operationId"]
+    assert again.headers["Idempotent-Replayed"] == "true"
+    # Another key is a new request: its file is a duplicate; the key with another file is 422.
+    other_key = await send("dup-2")
+    assert other_key.status_code == 409, other_key.text
+    assert other_key.json()["duplicateOf"] == first.json()["operationId"]
+    assert (await send("dup-1", OTHER)).status_code == 422
+    assert (await client.get("/api/bulks")).json()["totalCount"] == 1
+
+
 @pytest.mark.parametrize("flag", ["true", "TRUE"])
 async def test_a_run_from_an_earlier_operation_keeps_its_hash(
     client: httpx.AsyncClient, flag: str

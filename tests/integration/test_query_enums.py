@@ -49,3 +49,27 @@ async def test_values_outside_an_enum_are_refused(client: httpx.AsyncClient) -> 
             assert response.status_code in (400, 422), (method, path, name, value, response.text)
         # The listed values themselves are accepted.
         assert (await client.request(method, target, params={name: allowed[0]})).status_code < 400
+
+
+async def test_enum_values_are_read_in_any_case_as_the_description_says(
+    client: httpx.AsyncClient,
+) -> None:
+    # The listed spellings are the canonical ones; the description promises any case (and
+    # surrounding spaces ignored), which earlier versions accepted.
+    document = (await client.get("/openapi/v1.json")).json()
+    operation_id = await create_ok(client, "name,email\nann,ann@example.com\n")
+    await wait_status(client, operation_id)
+    names = {"id": operation_id, "name": "record", "rowNumber": "1", "key": "ann"}
+    operations = {
+        (method.upper(), path): operation
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if isinstance(operation, dict)
+    }
+    for method, path, name, allowed in enum_queries(document):
+        parameter = next(p for p in operations[method, path]["parameters"] if p["name"] == name)
+        assert "in any case" in parameter["description"], (path, name)
+        target = re.sub(r"\{(\w+)\}", lambda m: names.get(m[1], "x"), path)
+        for value in (allowed[0].upper(), f" {allowed[-1].title()} "):
+            response = await client.request(method, target, params={name: value})
+            assert response.status_code == 200, (method, path, name, value, response.text)

@@ -3,6 +3,7 @@ any route, and one tenant cannot hold every slot."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -31,6 +32,7 @@ TOKENS = {
 # Completed with errors: one row fails validation, one fails processing (retryable).
 ROWS = "name,email\nann,ann@acme.test\nboom,boom@acme.test\nbad,not-an-email\n"
 SECRET_FILE = "acme-payroll.csv"
+VALID = "name,email\nann,ann@acme.test\n"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -421,3 +423,68 @@ async def test_the_default_jwt_claim_is_tenant(make_client: ClientFactory) -> No
     assert (await client.get("/api/me", headers=acme)).json() == {"name": "alice", "tenant": "acme"}
     other = bearer(hs256(org="acme"))  # another claim names no tenant: unscoped
     assert (await client.get("/api/me", headers=other)).json() == {"name": "alice"}
+
+
+async def test_file_hashes_never_reveal_another_tenants_operation(
+    service: httpx.AsyncClient,
+) -> None:
+    digest = hashlib.sha256(VALID.encode()).hexdigest()
+    data = {"operationName": "record", "metadata": json.dumps({"requestedBy": "tests"})}
+
+    async def post(path: str, token: str, **extra: str) -> httpx.Response:
+        files = {"file": ("rows.csv", VALID.encode(), "text/csv")}
+        return await service.post(path, data={**data, **extra}, files=files, headers=bearer(token))
+
+    async def same_file(token: str) -> list[str]:
+        params = {"fileSha256": digest}
+        body = (await service.get("/api/bulks", params=params, headers=bearer(token))).json()
+        return [item["id"] for item in body["items"]]
+
+    acme = await post("/api/bulks", ACME, rejectDuplicate="true")
+    assert acme.status_code == 201, acme.text
+    acme_id = acme.json()["operationId"]
+    for token in (GLOBEX, ADMIN):  # admin's own operations have no tenant
+        checked = await post("/api/bulks/validate", token)
+        assert checked.status_code == 200, checked.text
+        assert "duplicateOf" not in checked.json(), token
+    assert await same_file(GLOBEX) == []
+    globex = await post("/api/bulks", GLOBEX, rejectDuplicate="true")
+    assert globex.status_code == 201, globex.text  # acme's upload is no duplicate of globex's
+    globex_id = globex.json()["operationId"]
+    assert await same_file(ACME) == await same_file(ACME_READER) == [acme_id]
+    assert await same_file(GLOBEX) == [globex_id]
+    assert sorted(await same_file(ADMIN)) == sorted([acme_id, globex_id])  # unscoped
+    refused = await post("/api/bulks", GLOBEX, rejectDuplicate="true")
+    assert refused.status_code == 409 and refused.json()["duplicateOf"] == globex_id
+    assert acme_id not in refused.text
+    validated = (await post("/api/bulks/validate", ACME)).json()
+    assert validated["duplicateOf"] == acme_id
+
+
+async def test_a_reject_duplicate_replay_is_the_callers_own_within_its_tenant(
+    make_client: ClientFactory,
+) -> None:
+    # Two tenants each have an "alice" sending one file under one key with rejectDuplicate.
+    tokens = {
+        "acme-alice": {"role": "operate", "name": "alice", "tenant": "acme"},
+        "globex-alice": {"role": "operate", "name": "alice", "tenant": "globex"},
+    }
+    client = await make_client(auth_tokens=json.dumps(tokens))
+    data = {
+        "operationName": "record",
+        "metadata": json.dumps({"requestedBy": "tests"}),
+        "rejectDuplicate": "true",
+    }
+
+    async def send(token: str) -> httpx.Response:
+        files = {"file": ("rows.csv", ROWS.encode(), "text/csv")}
+        headers = {**bearer(token), "Idempotency-Key": "same-key"}
+        return await client.post("/api/bulks", data=data, files=files, headers=headers)
+
+    acme, globex = await send("acme-alice"), await send("globex-alice")
+    assert acme.status_code == globex.status_code == 201, (acme.text, globex.text)
+    assert "Idempotent-Replayed" not in globex.headers
+    again = await send("globex-alice")
+    assert again.status_code == 201, again.text
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json()["operationId"] == globex.json()["operationId"]

@@ -337,9 +337,11 @@ class SubmissionService:
         if dry:
             fingerprint.include("dryRun")
         stored, file_name, file_format, chosen = await self._store(content)
-        if rejecting and content.file_sha256 is not None:
-            await self._refuse_duplicate(content, stored, tenant)
         now = utcnow()
+        if rejecting and content.file_sha256 is not None:
+            replayed = await self._refuse_duplicate(content, stored, tenant, created_by, key, now)
+            if replayed is not None:
+                return replayed
         total_rows = 0
         if self._rows_per_day is not None:
             try:
@@ -669,16 +671,34 @@ class SubmissionService:
         return json.dumps(saved)
 
     async def _refuse_duplicate(
-        self, content: _Content, stored: StoredFile, tenant: str | None
-    ) -> None:
+        self,
+        content: _Content,
+        stored: StoredFile,
+        tenant: str | None,
+        created_by: str | None,
+        key: str | None,
+        now: datetime,
+    ) -> Created | None:
         """Raise Conflict (the new file deleted) when an operation of the same name and
-        tenant already had this file's hash."""
+        tenant already had this file's hash; but a request sent again under its
+        ``Idempotency-Key`` is answered its replay (the operation its first answer created
+        is what makes its file a duplicate now)."""
         sha = content.file_sha256
         if sha is None:  # pragma: no cover - set by every store
-            return
+            return None
+        if key is not None:
+            owner = _principal(tenant, (created_by or "").strip() or ANONYMOUS)
+            expires = now - timedelta(seconds=self._idempotency_ttl)
+            fingerprint = content.fingerprint.hexdigest()
+            earlier = await self._operations.key_in_use(
+                IdempotencyKey(owner, key, fingerprint, expires)
+            )
+            if earlier is not None:
+                await self._discard(content, stored)
+                return await self._replay(earlier, fingerprint)
         duplicate = await find_duplicate(self._operations, content.definition.name, tenant, sha)
         if duplicate is None:
-            return
+            return None
         await self._discard(content, stored)
         raise Conflict(
             f"This file was already submitted as operation {duplicate.id} "
@@ -766,9 +786,13 @@ def _key_owner(record: OperationRecord) -> str:
     """Whose ``Idempotency-Key`` it is: the creator, within its tenant. Two tenants may each
     have an "alice"; a key of one must never replay (and so reveal) the other's operation.
     A digest keeps the pair within the column's 200 characters."""
-    if record.tenant is None:
-        return record.created_by
-    pair = f"{record.tenant}\0{record.created_by}".encode()
+    return _principal(record.tenant, record.created_by)
+
+
+def _principal(tenant: str | None, created_by: str) -> str:
+    if tenant is None:
+        return created_by
+    pair = f"{tenant}\0{created_by}".encode()
     return "tenant:" + hashlib.sha256(pair).hexdigest()
 
 

@@ -194,6 +194,13 @@ class MemoryStore:
         self.events.append_now(events)
         return None
 
+    async def key_in_use(self, key: IdempotencyKey) -> KeyInUse | None:
+        """The principal's unexpired use of ``key`` (see ``OperationStore.key_in_use``)."""
+        used = self._keys.get((key.principal, key.key))
+        if used is None or used[2] < key.expires_before:
+            return None
+        return KeyInUse(used[0], used[1])
+
     async def add_undo(
         self,
         record: OperationRecord,

@@ -74,6 +74,11 @@ class OperationStore(Protocol):
         Returns None when the record was inserted.
         """
 
+    async def key_in_use(self, key: IdempotencyKey) -> KeyInUse | None:
+        """The principal's unexpired use (at or after ``key.expires_before``) of ``key``,
+        if any; nothing is recorded. Lets a create replay a key before refusing what the
+        replayed request would be refused for now (a duplicate file)."""
+
     async def add_undo(
         self,
         record: OperationRecord,

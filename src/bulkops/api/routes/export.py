@@ -36,7 +36,10 @@ async def export_bulk(
     mode: Annotated[
         str | None,
         Query(
-            description="`report` (default) or `data` (needs TrackRowData)",
+            description=(
+                "`report` (default) or `data` (needs TrackRowData), in any case "
+                "(surrounding spaces ignored)"
+            ),
             json_schema_extra={"enum": ["report", "data"]},
         ),
     ] = None,
@@ -44,7 +47,10 @@ async def export_bulk(
         str | None,
         Query(
             alias="format",
-            description="`csv` (default), `json`, `jsonl` or `xlsx`",
+            description=(
+                "`csv` (default), `json`, `jsonl` or `xlsx`, in any case "
+                "(surrounding spaces ignored)"
+            ),
             json_schema_extra={"enum": ["csv", "json", "jsonl", "xlsx"]},
         ),
     ] = None,

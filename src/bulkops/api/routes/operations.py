@@ -43,7 +43,7 @@ async def get_operation_template(
         str | None,
         Query(
             alias="format",
-            description="`csv` (default) or `xlsx`",
+            description="`csv` (default) or `xlsx`, in any case (surrounding spaces ignored)",
             json_schema_extra={"enum": ["csv", "xlsx"]},
         ),
     ] = None,

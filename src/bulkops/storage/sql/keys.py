@@ -44,6 +44,21 @@ async def claim_key(
     return KeyInUse(operation_id=used[0], fingerprint=used[1])
 
 
+async def find_key(conn: AsyncConnection, key: IdempotencyKey) -> KeyInUse | None:
+    """The principal's unexpired use of ``key``, if any (nothing recorded)."""
+    k = idempotency_keys.c
+    used = (
+        await conn.execute(
+            select(k.operation_id, k.fingerprint).where(
+                k.principal == key.principal,
+                k.key == key.key,
+                k.created_at >= key.expires_before,
+            )
+        )
+    ).first()
+    return None if used is None else KeyInUse(operation_id=used[0], fingerprint=used[1])
+
+
 class RateLimitMethods(SqlBase):
     """The RateLimitStore part of ``SqlStore``: a sliding log of starts per key."""
 

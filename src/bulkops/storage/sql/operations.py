@@ -36,7 +36,7 @@ from bulkops.storage.sql.base import SqlBase
 from bulkops.storage.sql.codec import operation_from_row, operation_values
 from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.dialect import Dialect
-from bulkops.storage.sql.keys import claim_key
+from bulkops.storage.sql.keys import claim_key, find_key
 from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
 from bulkops.storage.sql.schema import not_completed, operations, row_records
 from bulkops.storage.states import TERMINAL_STATUSES, OperationStatus, RowState
@@ -116,6 +116,11 @@ class OperationMethods(SqlBase):
         if not self._events_here:
             await self._after_commit(events)
         return None
+
+    async def key_in_use(self, key: IdempotencyKey) -> KeyInUse | None:
+        """The principal's unexpired use of ``key`` (see ``OperationStore.key_in_use``)."""
+        async with self._db.read() as conn:
+            return await find_key(conn, key)
 
     async def add_undo(
         self,
