@@ -96,7 +96,7 @@ def test_creating_with_a_token_is_attributed_to_its_principal(
 ) -> None:
     page = secured_page
     upload = tmp_path / "people.csv"
-    upload.write_text(PEOPLE)
+    upload.write_text(PEOPLE + "cid,cid@example.com\n")  # not the file the other test sent
     page.goto("/dashboard/new?operation=gated-import")
     use_token(page, OPERATE)
     page.get_by_label("requestedBy", exact=True).fill("me")
