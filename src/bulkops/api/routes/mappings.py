@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
+from pydantic import Field
 
 from bulkops.api.deps import RuntimeDep, TenantDep
 from bulkops.api.schemas import Schema, error_responses
@@ -30,7 +31,14 @@ class MappingSchema(Schema):
 class MappingRequest(Schema):
     """Body of a save: the column map to keep."""
 
-    column_map: dict[str, Any]
+    column_map: dict[str, str] = Field(min_length=1)
+
+
+# A mapping's name as ``check_name`` takes it, stated in the description only: the service
+# answers a name outside it with its own 400, which says what a name may hold.
+MappingName = Annotated[
+    str, Path(json_schema_extra={"pattern": "^[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}$"})
+]
 
 
 class MappingListSchema(Schema):
@@ -63,7 +71,7 @@ async def get_operation_mappings(
     responses=error_responses(404),
 )
 async def get_operation_mapping(
-    name: str, mapping: str, runtime: RuntimeDep, tenant: TenantDep
+    name: str, mapping: MappingName, runtime: RuntimeDep, tenant: TenantDep
 ) -> MappingSchema:
     """One saved column mapping."""
     return MappingSchema.of(await runtime.mappings.get(name, mapping, tenant))
@@ -84,7 +92,7 @@ async def get_operation_mapping(
     },
 )
 async def save_operation_mapping(
-    name: str, mapping: str, request: Request, runtime: RuntimeDep, tenant: TenantDep
+    name: str, mapping: MappingName, request: Request, runtime: RuntimeDep, tenant: TenantDep
 ) -> MappingSchema:
     """Save a column mapping under a name (replacing one of that name); 422 when it does
     not fit the operation's columns. Create and validate use it as ``mapping=<name>``."""
@@ -106,7 +114,7 @@ async def save_operation_mapping(
     responses=error_responses(404),
 )
 async def delete_operation_mapping(
-    name: str, mapping: str, runtime: RuntimeDep, tenant: TenantDep
+    name: str, mapping: MappingName, runtime: RuntimeDep, tenant: TenantDep
 ) -> Response:
     """Remove a saved column mapping."""
     await runtime.mappings.delete(name, mapping, tenant)
