@@ -194,14 +194,17 @@ def finished_event(record: OperationRecord, now: datetime) -> EventRecord:
 
 
 def row_failed_event(record: OperationRecord, row: RowRecord, now: datetime) -> EventRecord:
-    """The RowFailed event of a row that reached Failed."""
+    """The RowFailed event of a row that reached Failed: caused by whoever failed its
+    step by a signal, otherwise by the service."""
     error = row.error_type.value if row.error_type else "Error"
+    signalled = next((s.actor for s in row.steps if s.index == row.step_index), None)
     return operation_event(
         record,
         EventType.ROW_FAILED,
         f"Row {row.row_number} failed at {row.step_name} ({error}): {row.error_message}",
         now,
         Severity.ERROR,
+        actor=signalled or "system",
     )
 
 
@@ -409,6 +412,7 @@ def resolve_wait(row: RowRecord, outcome: WaitOutcome) -> RowRecord:
             completed_at=outcome.at,
             error_type=outcome.error_type,
             error_message=outcome.error_message,
+            actor=outcome.actor,
         )
     if outcome.succeeded:
         return replace(row, state=RowState.RUNNING, steps=steps)
@@ -455,6 +459,7 @@ def reset_for_retry(row: RowRecord) -> RowRecord:
             error_type=None,
             error_message=None,
             signal_key=None,
+            actor=None,
         )
         if step.state is not RowState.COMPLETED
         else replace(step)
@@ -494,6 +499,7 @@ def reset_for_restart(row: RowRecord, from_step: int) -> RowRecord:
             error_type=None,
             error_message=None,
             signal_key=None,
+            actor=None,
             restart=restart if step.index >= from_step else step.restart,
         )
         if step.index >= from_step or step.state is not RowState.COMPLETED
