@@ -27,6 +27,7 @@ from bulkops.storage.records import (
     RetryRequest,
     RetrySnapshot,
     RowRecord,
+    StepState,
     WaitOutcome,
 )
 from bulkops.storage.states import (
@@ -506,6 +507,10 @@ def reset_for_restart(row: RowRecord, from_step: int) -> RowRecord:
         else replace(step)
         for step in row.steps
     ]
+    if not row.steps:
+        # A row operation stores no steps: it keeps one, its ``process`` step
+        # (definition.operation.PROCESS_STEP), to carry the row's restart number.
+        steps = [StepState("process", 0, restart=restart)]
     return replace(
         row,
         state=RowState.PENDING,
