@@ -28,6 +28,7 @@ async def test_an_action_fans_out_and_its_ids_are_routed(
     made = await gateway.post("/api/actions", json=body)
     assert made.status_code == 202, made.text
     action = made.json()
+    assert made.headers["location"] == f"/api/actions/{action['id']}"
     every = action["actions"]
     assert sorted(part["backend"] for part in every) == ["a", "b", "c"]
     assert sum(part["matched"] for part in every) == 2

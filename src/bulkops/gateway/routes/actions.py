@@ -85,7 +85,8 @@ async def create_action(request: Request) -> JSONResponse:
         gateway.cache.put(str(body["id"]).lower(), backend.name)
     chosen = max(accepted, key=lambda pair: pair[1].get("matched", 0))[1]
     every = [{**body, "backend": backend.name} for backend, body in accepted]
-    return JSONResponse({**chosen, "actions": every}, status_code=202)
+    location = {"Location": f"{PATH}/{chosen['id']}"}
+    return JSONResponse({**chosen, "actions": every}, status_code=202, headers=location)
 
 
 @router.get(PATH)
