@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import uuid
 
-from tests.gateway.conftest import BackendServer, GatewayFactory, create, wait_finished
+from tests.gateway.conftest import (
+    BackendFactory,
+    BackendServer,
+    GatewayFactory,
+    create,
+    wait_finished,
+)
 
 
 async def test_an_action_fans_out_and_its_ids_are_routed(
@@ -50,3 +56,19 @@ async def test_an_action_fans_out_and_its_ids_are_routed(
     rest = (await gateway.get("/api/actions", params={"pageSize": 2, "page": 2})).json()
     ids = {i["id"] for i in listed["items"]} | {i["id"] for i in rest["items"]}
     assert ids == {part["id"] for part in every}
+
+
+async def test_an_action_names_the_backends_that_did_not_answer(
+    make_backend: BackendFactory, make_gateway: GatewayFactory
+) -> None:
+    a = await make_backend("a")
+    gone = await make_backend("c")
+    gateway = await make_gateway([a, gone], http_retry_count=0)
+    alpha = await create(gateway, "alpha-import", "name\nx\n")
+    await wait_finished(gateway, alpha)
+    await gone.stop()
+    made = await gateway.post("/api/actions", json={"action": "retry", "filter": {"ids": [alpha]}})
+    assert made.status_code == 202, made.text
+    body = made.json()
+    assert [part["backend"] for part in body["actions"]] == ["a"]
+    assert body["unavailableBackends"] == ["c"] and body["matched"] == 1

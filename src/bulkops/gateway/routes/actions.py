@@ -3,7 +3,8 @@
 An action acts on the operations of the service that stores it, so the gateway sends a new
 action to every backend: each runs its own action, with its own id, on its own matching
 operations. The answer is the action of the backend that matched the most (the first on a
-tie), with ``actions``: every backend's action, each with ``backend`` (its name). Every one
+tie), with ``actions``: every backend's action, each with ``backend`` (its name), and
+``unavailableBackends`` naming those that did not answer (none acted there). Every one
 of those ids is routable: ``GET /api/actions/{id}`` and its cancel go to the backend that
 stores it (the id cache first, else every backend is asked), like an operation's routes.
 A preview adds the backends' ``matched`` up and lists the first 25 ids of them all.
@@ -85,8 +86,12 @@ async def create_action(request: Request) -> JSONResponse:
         gateway.cache.put(str(body["id"]).lower(), backend.name)
     chosen = max(accepted, key=lambda pair: pair[1].get("matched", 0))[1]
     every = [{**body, "backend": backend.name} for backend, body in accepted]
+    answer = {**chosen, "actions": every}
+    missed = sorted(a.backend.name for a in answers if not a.ok)
+    if missed:  # their operations were not acted on: the caller may send it again there
+        answer["unavailableBackends"] = missed
     location = {"Location": f"{PATH}/{chosen['id']}"}
-    return JSONResponse({**chosen, "actions": every}, status_code=202, headers=location)
+    return JSONResponse(answer, status_code=202, headers=location)
 
 
 @router.get(PATH)
