@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -131,6 +132,37 @@ async def test_signals_complete_rows_first_in_first_out(client: httpx.AsyncClien
     assert errors[0]["signalKey"] == f"{operation_id}:mgr:3"
     finished = {who for who, step in pipes.LOG if step == "Finish"}
     assert finished == {"ann", "bob", "dee"}
+
+
+FAST: dict[str, Any] = {"step_retry_delay": 0, "max_row_concurrency": 8}
+
+
+async def test_a_failure_signal_is_attributed_to_its_sender(
+    make_client: ClientFactory,
+) -> None:
+    """The RowFailed event of a row failed by ``POST .../signal/{key}/fail`` names the
+    principal who sent it (``"anonymous"`` without authentication), not the service."""
+    tokens = {"t-ops": {"role": "operate", "name": "olga"}}
+    service = await make_client(pipes.ALL, auth_tokens=json.dumps(tokens), **FAST)
+    service.headers.update({"Authorization": "Bearer t-ops"})
+    operation_id = await create(service, "approval", "name,approver\nann,mgr\nbob,mgr\n")
+    await wait_until(lambda: _count_is(service, operation_id, 2), what="two rows waiting")
+    failed = await service.post(
+        f"/api/bulks/{operation_id}/signal/mgr/fail", json={"errorMessage": "no"}
+    )
+    assert failed.status_code == 200, failed.text
+    assert (await service.post(f"/api/bulks/{operation_id}/signal/mgr")).status_code == 200
+    await wait_status(service, operation_id)
+    events = (await service.get(f"/api/bulks/{operation_id}/events")).json()
+    assert [e["actor"] for e in events if e["type"] == "RowFailed"] == ["olga"]
+
+    anonymous = await make_client(pipes.ALL, **FAST)
+    other = await create(anonymous, "approval", "name,approver\ncy,mgr\n")
+    await wait_until(lambda: _count_is(anonymous, other, 1), what="a row waiting")
+    await anonymous.post(f"/api/bulks/{other}/signal/mgr/fail", json={"errorMessage": "no"})
+    await wait_status(anonymous, other)
+    events = (await anonymous.get(f"/api/bulks/{other}/events")).json()
+    assert [e["actor"] for e in events if e["type"] == "RowFailed"] == ["anonymous"]
 
 
 async def _count_is(client: httpx.AsyncClient, operation_id: str, count: int) -> bool:

@@ -208,3 +208,30 @@ async def test_every_event_names_its_actor(client: httpx.AsyncClient) -> None:
         rst.RELEASED.set()
     cancelled = (await client.get(f"/api/bulks/{other}/events")).json()
     assert cancelled[-1]["type"] == "Cancelled" and cancelled[-1]["actor"] == "anonymous"
+
+
+async def test_a_restart_of_a_row_operation_gives_its_rows_new_keys(
+    client: httpx.AsyncClient,
+) -> None:
+    """A row operation stores no steps, yet its restarted rows count their restarts: the
+    key of ``process`` ends in ``:r1``, then ``:r2``; a row not restarted keeps its key."""
+    operation_id = await run(client, "name\ny\nz\n", operation="keyed-row")
+    assert keys("y") == [("process", f"{operation_id}:1:0")]
+    rst.KEYS.clear()
+    retry = f"/api/bulks/{operation_id}/retry"
+    first = await client.post(retry, json={"includeCompleted": True})
+    assert first.json() == {"rowsSubmitted": 2, "rowsSkipped": 0}
+    await wait_status(client, operation_id)
+    assert keys("y") == [("process", f"{operation_id}:1:0:r1")]
+    rst.KEYS.clear()
+    again = await client.post(f"{retry}/rows", json={"rowNumbers": [1], "includeCompleted": True})
+    assert again.json() == {"rowsSubmitted": 1, "rowsSkipped": 0}
+    await wait_status(client, operation_id)
+    final = await detail(client, operation_id)
+    assert (final["status"], final["processedRows"], final["successfulRows"]) == ("Completed", 2, 2)
+    assert keys("y") == [("process", f"{operation_id}:1:0:r2")] and keys("z") == []
+    rows = (await client.get(f"/api/bulks/{operation_id}/rows")).json()["items"]
+    assert [(r["state"], r["totalSteps"], r["steps"][0]["name"]) for r in rows] == [
+        ("Completed", 1, "process"),
+        ("Completed", 1, "process"),
+    ]

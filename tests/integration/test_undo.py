@@ -222,4 +222,5 @@ async def test_an_undo_keeps_the_tenant_and_is_scoped_and_attributed(
     events = (await service.get(f"/api/bulks/{body['id']}/events")).json()
     assert events[0]["type"] == "Created"
     assert f"to undo operation {original}" in events[0]["message"]
+    assert events[0]["actor"] == "alice"  # the requester, like a create's
     assert events[-1]["type"] == "Completed"

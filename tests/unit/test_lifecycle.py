@@ -217,6 +217,28 @@ def test_the_retry_reset_restarts_the_failed_step_and_its_clock() -> None:
         lifecycle.reset_for_retry(reset)
 
 
+def test_a_signalled_failure_is_attributed_to_its_sender_until_a_reset() -> None:
+    outcome = WaitOutcome(1, False, T1, ErrorType.SIGNAL_FAILURE, "no", actor="olga")
+    failed = lifecycle.resolve_wait(waiting_row(), outcome)
+    assert failed.steps[1].actor == "olga"
+    assert StepState.from_json(failed.steps[1].to_json()) == failed.steps[1]
+    assert "actor" not in failed.steps[0].to_json()
+    event = lifecycle.row_failed_event(operation(), failed, T1)
+    assert (event.type, event.actor) == (EventType.ROW_FAILED, "olga")
+    timed_out = lifecycle.resolve_wait(waiting_row(), WaitOutcome(1, False, T1))
+    assert lifecycle.row_failed_event(operation(), timed_out, T1).actor == "system"
+    assert lifecycle.reset_for_retry(failed).steps[1].actor is None
+    assert lifecycle.reset_for_restart(failed, 0).steps[1].actor is None
+
+
+def test_a_row_operation_row_keeps_its_restart_number_in_one_step() -> None:
+    row = RowRecord(uuid.uuid4(), 2, RowState.COMPLETED, step_name="process")
+    first = lifecycle.reset_for_restart(row, 0)
+    assert [(s.name, s.index, s.restart) for s in first.steps] == [("process", 0, 1)]
+    done = replace(first, state=RowState.COMPLETED, steps=[replace(first.steps[0])])
+    assert lifecycle.reset_for_restart(done, 0).steps[0].restart == 2
+
+
 def test_start_waiting_stamps_the_wait() -> None:
     row = RowRecord(
         uuid.uuid4(), 1, RowState.RUNNING, steps=[StepState("s", 0, RowState.RUNNING, 1, T0)]

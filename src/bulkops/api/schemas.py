@@ -257,8 +257,8 @@ class StepSchema(Schema):
 
 
 def _row_steps(row: RowRecord, definition: OperationDefinition | None) -> list[StepState]:
-    if row.steps:
-        return row.steps
+    if row.steps and (definition is None or definition.is_step_based):
+        return row.steps  # a row operation's one stored step only counts its restarts
     if definition is not None and definition.is_step_based and row.step_index < 0:
         # A pipeline row a dry run validated (stored without steps): none of them ran.
         return [StepState(step.name, step.index) for step in definition.steps]

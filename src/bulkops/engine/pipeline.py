@@ -304,7 +304,7 @@ class PipelineRunner(RowBasics):
             return ErrorType.SIGNAL_FAILURE, "The waiting row's record is gone"
         outcome = stored.steps[step.index]
         state = record.steps[step.index]
-        state.completed_at = outcome.completed_at
+        state.completed_at, state.actor = outcome.completed_at, outcome.actor
         if outcome.state is RowState.COMPLETED:
             state.state = RowState.COMPLETED
             record.state = RowState.RUNNING

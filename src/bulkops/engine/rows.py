@@ -19,7 +19,7 @@ from bulkops.definition.operation import (
     OperationBase,
     OperationDefinition,
 )
-from bulkops.definition.row_context import RowScope, row_frame
+from bulkops.definition.row_context import RowScope, row_frame, row_restart
 from bulkops.engine.invoke import direct_call, error_text
 from bulkops.engine.pacing import Pacer, rate_key
 from bulkops.errors import ValidationError
@@ -165,6 +165,34 @@ def _validator(model: type[Row]) -> Callable[[Any], Row]:
     return model.model_validate
 
 
+def _restart_of(existing: RowRecord | None) -> int:
+    """How often a row of a row operation was restarted: its one stored step carries it
+    (``lifecycle.reset_for_restart``); 0 for a row never restarted, which stores none."""
+    if existing is None or not existing.steps:
+        return 0
+    return existing.steps[0].restart
+
+
+def _restarted(record: RowRecord, restart: int) -> RowRecord:
+    """The record keeping the row's restart number in its one step (as its state), so
+    that its next restart counts on from it; a row never restarted stores no step."""
+    if restart:
+        ended = record.state.is_final
+        record.steps = [
+            StepState(
+                PROCESS_STEP,
+                0,
+                state=record.state,
+                attempts=1 if ended else 0,
+                completed_at=record.completed_at if ended else None,
+                error_type=record.error_type,
+                error_message=record.error_message,
+                restart=restart,
+            )
+        ]
+    return record
+
+
 def _attempt(record: RowRecord, existing: RowRecord | None) -> RowRecord:
     if existing is not None:
         record.retry_attempt = existing.retry_attempt
@@ -186,13 +214,15 @@ class RowRunner(RowBasics):
 
     async def run(self, raw: RawRow, existing: RowRecord | None = None) -> RowRecord:
         """Validate and process one raw row; never raises for row-level problems."""
+        restart = _restart_of(existing)
         prepared = await self.prepare(raw, existing)
         if isinstance(prepared, RowRecord):
-            return prepared
+            return _restarted(prepared, restart)
         row, row_id = prepared
         await self.pace()  # outside the try: a storage fault is not the row's failure
         retry_attempt = 0 if existing is None else existing.retry_attempt
         token = row_frame.set((self.scope, raw.number, row_id, PROCESS_STEP, 0, 1, retry_attempt))
+        restart_token = row_restart.set(restart)
         try:
             await self.process(row, self.metadata)
         except Exception as exc:
@@ -201,10 +231,11 @@ class RowRunner(RowBasics):
         else:
             record = self.new_record(raw, RowState.COMPLETED, row_id)
         finally:
+            row_restart.reset(restart_token)
             row_frame.reset(token)
         if existing is not None:
             record.retry_attempt = existing.retry_attempt
-        return record
+        return _restarted(record, restart)
 
     async def checked(self, raw: RawRow) -> Row | RowRecord:
         """A fresh row made ready to process: ``prepare`` (``validate_row`` included), then

@@ -23,7 +23,7 @@ from bulkops.gateway.forwarding import CallerGone
 from bulkops.gateway.gateway import Gateway, gateway_of
 from bulkops.gateway.openapi import gateway_description
 from bulkops.gateway.registry import DuplicateOperationError
-from bulkops.gateway.routes import bulks, events, health, metrics, operations, usage
+from bulkops.gateway.routes import actions, bulks, events, health, metrics, operations, usage
 from bulkops.gateway.routes.forwarded import forwarded_routes
 from bulkops.gateway.settings import GatewaySettings, parse_backends
 
@@ -81,7 +81,7 @@ def create_gateway(
     app.state.gateway = gateway
     install_error_handlers(app)
     _install_gateway_errors(app)
-    for routes in (health, metrics, operations, bulks, events, usage):
+    for routes in (health, metrics, operations, bulks, events, usage, actions):
         app.include_router(routes.router)
     app.router.routes.extend(forwarded_routes())
     if settings.openapi_enabled:

@@ -26,14 +26,7 @@ SOURCE_PARAMETER: dict[str, Any] = {
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 # Routes of an instance about the instance itself: a gateway does not serve them (scrape
 # each backend's /metrics).
-# Bulk actions (/api/actions) act on the operations of the service that stores them: ask
-# each backend, a gateway does not fan them out.
-INSTANCE_ONLY = (
-    "/metrics",
-    "/api/actions",
-    "/api/actions/{id}",
-    "/api/actions/{id}/cancel",
-)
+INSTANCE_ONLY = ("/metrics",)
 # The submission forms, whose ``oneOf`` holds one variant per operation a service runs.
 SUBMISSION_PATHS = ("/api/bulks", "/api/bulks/validate")
 

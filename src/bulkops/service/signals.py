@@ -26,8 +26,11 @@ __all__ = ["MAX_MESSAGE", "SignalResult", "SignalService"]
 MAX_MESSAGE = 2000  # characters of a failure signal's message that are kept
 
 
-def _outcome(succeeded: bool, message: str | None) -> Callable[[RowRecord], WaitOutcome]:
-    """The end of a row's wait for a success (or failure with ``message``) signal."""
+def _outcome(
+    succeeded: bool, message: str | None, actor: str | None = None
+) -> Callable[[RowRecord], WaitOutcome]:
+    """The end of a row's wait for a success (or failure with ``message``) signal sent by
+    ``actor`` (None: by code, not a request)."""
     at = utcnow()
 
     def outcome(row: RowRecord) -> WaitOutcome:
@@ -37,6 +40,7 @@ def _outcome(succeeded: bool, message: str | None) -> Callable[[RowRecord], Wait
             at=at,
             error_type=None if succeeded else ErrorType.SIGNAL_FAILURE,
             error_message=None if succeeded else (message or "")[:MAX_MESSAGE],
+            actor=actor,
         )
 
     return outcome
@@ -92,12 +96,18 @@ class SignalService:
         return SignalResult(resolved, succeeded, not succeeded, cross_process=not woken)
 
     async def signal_user_key(
-        self, operation_id: UUID, user_key: str, *, succeeded: bool, message: str | None = None
+        self,
+        operation_id: UUID,
+        user_key: str,
+        *,
+        succeeded: bool,
+        message: str | None = None,
+        actor: str | None = None,
     ) -> SignalResult | None:
         """Complete (or fail) the row of ``operation_id`` that started waiting first under
-        ``user_key``; None when no row waits for it."""
+        ``user_key``, on behalf of ``actor``; None when no row waits for it."""
         resolved = await self._rows.resolve_first_waiting(
-            operation_id, f"{operation_id}:{user_key}:", _outcome(succeeded, message)
+            operation_id, f"{operation_id}:{user_key}:", _outcome(succeeded, message, actor)
         )
         if resolved is None:
             self._metrics.signal("unmatched")
@@ -132,8 +142,10 @@ class SignalService:
         *,
         succeeded: bool,
         error_message: object = None,
+        actor: str | None = None,
     ) -> SignalResult:
-        """Complete (or fail) the first row of the operation waiting under ``user_key``.
+        """Complete (or fail) the first row of the operation waiting under ``user_key``;
+        ``actor`` (the requester) is the actor of the RowFailed event a failure causes.
 
         Raises:
             NotFound: unknown operation, or no row waits for that key.
@@ -143,7 +155,7 @@ class SignalService:
             raise BadRequest("errorMessage must be a non-empty string")
         message = error_message if isinstance(error_message, str) else None
         result = await self.signal_user_key(
-            operation_id, user_key, succeeded=succeeded, message=message
+            operation_id, user_key, succeeded=succeeded, message=message, actor=actor
         )
         if result is not None:
             return result

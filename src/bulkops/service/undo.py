@@ -113,7 +113,7 @@ class UndoService:
             f"Created by {record.created_by} to undo operation {original.id}: "
             f"{counted.rows} rows, {counted.steps} steps"
         )
-        event = operation_event(record, EventType.CREATED, message, now)
+        event = operation_event(record, EventType.CREATED, message, now, actor=record.created_by)
         refused = await self._operations.add_undo(record, [event], limit=self._limit)
         if isinstance(refused, LimitReached):
             owner = (

@@ -27,6 +27,7 @@ from bulkops.storage.records import (
     RetryRequest,
     RetrySnapshot,
     RowRecord,
+    StepState,
     WaitOutcome,
 )
 from bulkops.storage.states import (
@@ -194,14 +195,17 @@ def finished_event(record: OperationRecord, now: datetime) -> EventRecord:
 
 
 def row_failed_event(record: OperationRecord, row: RowRecord, now: datetime) -> EventRecord:
-    """The RowFailed event of a row that reached Failed."""
+    """The RowFailed event of a row that reached Failed: caused by whoever failed its
+    step by a signal, otherwise by the service."""
     error = row.error_type.value if row.error_type else "Error"
+    signalled = next((s.actor for s in row.steps if s.index == row.step_index), None)
     return operation_event(
         record,
         EventType.ROW_FAILED,
         f"Row {row.row_number} failed at {row.step_name} ({error}): {row.error_message}",
         now,
         Severity.ERROR,
+        actor=signalled or "system",
     )
 
 
@@ -409,6 +413,7 @@ def resolve_wait(row: RowRecord, outcome: WaitOutcome) -> RowRecord:
             completed_at=outcome.at,
             error_type=outcome.error_type,
             error_message=outcome.error_message,
+            actor=outcome.actor,
         )
     if outcome.succeeded:
         return replace(row, state=RowState.RUNNING, steps=steps)
@@ -455,6 +460,7 @@ def reset_for_retry(row: RowRecord) -> RowRecord:
             error_type=None,
             error_message=None,
             signal_key=None,
+            actor=None,
         )
         if step.state is not RowState.COMPLETED
         else replace(step)
@@ -494,12 +500,17 @@ def reset_for_restart(row: RowRecord, from_step: int) -> RowRecord:
             error_type=None,
             error_message=None,
             signal_key=None,
+            actor=None,
             restart=restart if step.index >= from_step else step.restart,
         )
         if step.index >= from_step or step.state is not RowState.COMPLETED
         else replace(step)
         for step in row.steps
     ]
+    if not row.steps:
+        # A row operation stores no steps: it keeps one, its ``process`` step
+        # (definition.operation.PROCESS_STEP), to carry the row's restart number.
+        steps = [StepState("process", 0, restart=restart)]
     return replace(
         row,
         state=RowState.PENDING,

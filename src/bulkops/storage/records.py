@@ -94,10 +94,15 @@ class StepState:
     # The row's restart (see ``lifecycle.reset_for_restart``) that last cleared this step:
     # 0 until one does; its idempotency key then ends in ``:r{restart}``.
     restart: int = 0
+    # Who ended this step's wait by a signal (the ``actor`` of its RowFailed event); None
+    # when the service did (the step ran, timed out, or has not ended).
+    actor: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (timestamps as ISO text, enums as names)."""
         extra: dict[str, Any] = {"restart": self.restart} if self.restart else {}
+        if self.actor is not None:
+            extra["actor"] = self.actor
         return {
             **extra,
             "name": self.name,
@@ -127,6 +132,7 @@ class StepState:
             error_message=data.get("errorMessage"),
             signal_key=data.get("signalKey"),
             restart=int(data.get("restart", 0)),
+            actor=data.get("actor"),
         )
 
 
@@ -196,6 +202,7 @@ class WaitOutcome:
     at: datetime
     error_type: ErrorType | None = None
     error_message: str | None = None
+    actor: str | None = None  # who signalled (None: the service ended the wait)
 
 
 @dataclass(frozen=True, slots=True)

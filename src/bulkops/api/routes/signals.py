@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from bulkops.api.actor import ActorDep
 from bulkops.api.deps import OperationId, RuntimeDep
 from bulkops.api.schemas import SignalFailureRequest, SignalResultSchema, error_responses
 from bulkops.errors import BadRequest
@@ -18,10 +19,10 @@ router = APIRouter(prefix="/api/bulks/{id}/signal", tags=["signals"])
     responses=error_responses(404),
 )
 async def signal_step(
-    operation_id: OperationId, key: str, runtime: RuntimeDep
+    operation_id: OperationId, key: str, runtime: RuntimeDep, actor: ActorDep
 ) -> SignalResultSchema:
     """Complete the waiting step of the row that started waiting first under ``key``."""
-    result = await runtime.signals.signal(operation_id, key, succeeded=True)
+    result = await runtime.signals.signal(operation_id, key, succeeded=True, actor=actor)
     return SignalResultSchema.of(result)
 
 
@@ -42,7 +43,11 @@ async def signal_step(
     },
 )
 async def fail_step(
-    operation_id: OperationId, key: str, request: Request, runtime: RuntimeDep
+    operation_id: OperationId,
+    key: str,
+    request: Request,
+    runtime: RuntimeDep,
+    actor: ActorDep,
 ) -> SignalResultSchema:
     """Fail the waiting step of that row with ``errorMessage`` (kept up to 2,000 chars)."""
     try:
@@ -50,5 +55,7 @@ async def fail_step(
     except ValueError:
         raise BadRequest('Body must be JSON: {"errorMessage": "..."}') from None
     message = body.get("errorMessage") if isinstance(body, dict) else None
-    result = await runtime.signals.signal(operation_id, key, succeeded=False, error_message=message)
+    result = await runtime.signals.signal(
+        operation_id, key, succeeded=False, error_message=message, actor=actor
+    )
     return SignalResultSchema.of(result)
