@@ -147,7 +147,14 @@ async def get_bulks(
     created_by: Annotated[str | None, Query(alias="createdBy")] = None,
     created_from: Annotated[IsoDateTime | None, Query(alias="from")] = None,
     created_to: Annotated[IsoDateTime | None, Query(alias="to")] = None,
-    file_sha256: Annotated[str | None, Query(alias="fileSha256")] = None,
+    file_sha256: Annotated[
+        str | None,
+        Query(
+            alias="fileSha256",
+            description="SHA-256 of the stored file, 64 hex digits",
+            json_schema_extra={"pattern": r"^\s*([0-9A-Fa-f]{64})?\s*$"},
+        ),
+    ] = None,
 ) -> PageSchema[OperationSchema]:
     """Operations, newest first (a caller with a tenant: only that tenant's). An unknown
     ``status`` is ignored; ``fileSha256`` (64 hex digits) keeps operations whose stored
