@@ -1,13 +1,14 @@
-"""Schema migrations: Alembic, configured in code, run under a cross-process lock."""
+"""Schema migrations: Alembic, configured in code, run under a cross-process lock.
+
+Alembic is imported only by ``migrate`` and ``alembic_config``: the schema checks of a
+process that does not migrate read the revisions from the migration files (``revisions``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import NullPool, create_engine, inspect, text
 from sqlalchemy.engine import URL, Connection
 
@@ -20,6 +21,10 @@ from bulkops.storage.sql.database import (
     engine_arguments,
     parse_url,
 )
+from bulkops.storage.sql.revisions import head_revision, known_revisions
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
@@ -46,6 +51,8 @@ def alembic_config(connection: Connection | None = None) -> Config:
         connection: the connection ``env.py`` runs on; required for commands that touch a
             database.
     """
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("path_separator", "os")
@@ -66,6 +73,9 @@ def migrate(url: str) -> None:
         ValueError: the URL is not supported (see ``Database.from_url``).
         StorageError: the database is unreachable or a migration failed.
     """
+    from alembic import command
+    from alembic.util import CommandError
+
     target = parse_url(url, asynchronous=False)
     try:
         if target.get_backend_name() == "sqlite":
@@ -91,20 +101,6 @@ def migrate(url: str) -> None:
         raise StorageError(f"migration failed: {describe_error(exc)}") from exc
     finally:
         engine.dispose()
-
-
-def head_revision() -> str:
-    """The newest schema revision this code knows (the one it runs against)."""
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    if head is None:  # pragma: no cover - the package always ships migrations
-        raise StorageError("no schema migrations are packaged")
-    return head
-
-
-def known_revisions() -> frozenset[str]:
-    """Every schema revision this code's migrations name."""
-    script = ScriptDirectory.from_config(alembic_config())
-    return frozenset(revision.revision for revision in script.walk_revisions())
 
 
 def schema_revision(url: str) -> str | None:

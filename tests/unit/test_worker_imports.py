@@ -1,0 +1,52 @@
+"""What a worker process of ``serve`` carries: its entry module imports none of the heavy
+libraries only other processes (or rare paths) need, and the schema check of a process
+that does not migrate reads the migrations' revisions without Alembic."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from alembic.script import ScriptDirectory
+
+from bulkops.storage.sql.migrate import alembic_config
+from bulkops.storage.sql.revisions import head_revision, known_revisions
+
+# Imported where they are needed: the HTTP edge, migrating, reading an XLSX file, sending
+# a webhook or fetching a source URL, the CLI.
+HEAVY = (
+    "alembic",
+    "openpyxl",
+    "httpx",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "click",
+    "rich",
+    "bulkops.api",
+    "bulkops.cli",
+    "bulkops.gateway",
+    "bulkops.client",
+)
+
+
+def test_a_worker_process_entry_imports_no_heavy_module() -> None:
+    # The storage adapter the worker opens is imported too, as Runtime.open does.
+    code = (
+        "import sys\n"
+        "import bulkops.supervisor.child\n"
+        "import bulkops.storage.sql\n"
+        f"heavy = {HEAVY!r}\n"
+        "print(' '.join(sorted(name for name in sys.modules"
+        " if any(name == h or name.startswith(h + '.') for h in heavy))))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert found.stdout.split() == []
+
+
+def test_the_revisions_read_from_the_files_are_alembics() -> None:
+    script = ScriptDirectory.from_config(alembic_config())
+    assert head_revision() == script.get_current_head()
+    assert known_revisions() == {revision.revision for revision in script.walk_revisions()}
