@@ -13,11 +13,12 @@ from bulkops.storage.sql.migrate import alembic_config
 from bulkops.storage.sql.revisions import head_revision, known_revisions
 
 # Imported where they are needed: the HTTP edge, migrating, reading an XLSX file, sending
-# a webhook or fetching a source URL, the CLI.
+# a webhook or fetching a source URL, the CLI, PostgreSQL (by its engine).
 HEAVY = (
     "alembic",
     "openpyxl",
     "httpx",
+    "psycopg",
     "fastapi",
     "starlette",
     "uvicorn",
@@ -31,11 +32,12 @@ HEAVY = (
 
 
 def test_a_worker_process_entry_imports_no_heavy_module() -> None:
-    # The storage adapter the worker opens is imported too, as Runtime.open does.
+    # The SQL adapter a worker on SQLite opens is imported too, as Runtime.open does.
     code = (
         "import sys\n"
         "import bulkops.supervisor.child\n"
         "import bulkops.storage.sql\n"
+        "import bulkops.storage.sql.liveness\n"
         f"heavy = {HEAVY!r}\n"
         "print(' '.join(sorted(name for name in sys.modules"
         " if any(name == h or name.startswith(h + '.') for h in heavy))))\n"

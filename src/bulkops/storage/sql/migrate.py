@@ -14,10 +14,10 @@ from sqlalchemy.engine import URL, Connection
 
 from bulkops.errors import StorageError
 from bulkops.storage.sql.database import (
-    DRIVER_ERRORS,
     WRITE_OPTION,
     configure_sqlite,
     describe_error,
+    driver_errors,
     engine_arguments,
     parse_url,
 )
@@ -81,7 +81,7 @@ def migrate(url: str) -> None:
         if target.get_backend_name() == "sqlite":
             _create_parent(target)
         engine = create_engine(target, poolclass=NullPool, **engine_arguments(target))
-    except DRIVER_ERRORS as exc:
+    except driver_errors() as exc:
         raise StorageError(f"migration set-up failed: {describe_error(exc)}") from exc
     if target.get_backend_name() == "sqlite":
         configure_sqlite(engine)
@@ -97,7 +97,7 @@ def migrate(url: str) -> None:
                 command.upgrade(alembic_config(connection), "head")
     except CommandError as exc:
         raise StorageError(f"migration failed: {exc}") from exc
-    except DRIVER_ERRORS as exc:
+    except driver_errors() as exc:
         raise StorageError(f"migration failed: {describe_error(exc)}") from exc
     finally:
         engine.dispose()
@@ -120,7 +120,7 @@ def schema_revision(url: str) -> str | None:
                 return _revision_on(connection)
         finally:
             engine.dispose()
-    except DRIVER_ERRORS as exc:
+    except driver_errors() as exc:
         raise StorageError(f"reading the schema revision failed: {describe_error(exc)}") from exc
 
 
