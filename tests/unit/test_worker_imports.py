@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from alembic.script import ScriptDirectory
 
@@ -52,3 +53,22 @@ def test_the_revisions_read_from_the_files_are_alembics() -> None:
     script = ScriptDirectory.from_config(alembic_config())
     assert head_revision() == script.get_current_head()
     assert known_revisions() == {revision.revision for revision in script.walk_revisions()}
+
+
+def test_migrating_a_database_already_at_the_head_imports_no_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bulkops.db'}"
+    code = (
+        "import sys\n"
+        "from bulkops.storage.sql.migrate import migrate, schema_revision\n"
+        f"migrate({url!r})\n"
+        "print('alembic' in sys.modules, schema_revision(" + repr(url) + "))\n"
+    )
+
+    def run() -> list[str]:
+        found = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+        )
+        return found.stdout.split()
+
+    assert run() == ["True", head_revision()]  # migrated: Alembic ran
+    assert run() == ["False", head_revision()]  # at the head already: nothing to run

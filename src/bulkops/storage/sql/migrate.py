@@ -73,9 +73,6 @@ def migrate(url: str) -> None:
         ValueError: the URL is not supported (see ``Database.from_url``).
         StorageError: the database is unreachable or a migration failed.
     """
-    from alembic import command
-    from alembic.util import CommandError
-
     target = parse_url(url, asynchronous=False)
     try:
         if target.get_backend_name() == "sqlite":
@@ -93,14 +90,26 @@ def migrate(url: str) -> None:
                     connection.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
                     )
-                refuse_newer(_revision_on(connection))
-                command.upgrade(alembic_config(connection), "head")
-    except CommandError as exc:
-        raise StorageError(f"migration failed: {exc}") from exc
+                found = _revision_on(connection)
+                refuse_newer(found)
+                # At the head there is nothing to run: Alembic is not even imported.
+                if found != head_revision():
+                    _upgrade(connection)
     except driver_errors() as exc:
         raise StorageError(f"migration failed: {describe_error(exc)}") from exc
     finally:
         engine.dispose()
+
+
+def _upgrade(connection: Connection) -> None:
+    """Run Alembic's upgrade to the head on ``connection`` (in its transaction)."""
+    from alembic import command
+    from alembic.util import CommandError
+
+    try:
+        command.upgrade(alembic_config(connection), "head")
+    except CommandError as exc:
+        raise StorageError(f"migration failed: {exc}") from exc
 
 
 def schema_revision(url: str) -> str | None:
