@@ -8,12 +8,14 @@ import hmac
 import ipaddress
 import json
 import socket
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import httpx
 
 from bulkops.channels.base import Outcome
 from bulkops.storage.records import DeliveryRecord
+
+if TYPE_CHECKING:
+    import httpx
 
 TIMEOUT = 10.0
 
@@ -48,11 +50,21 @@ class WebhookChannel:
     ) -> None:
         self._secret = secret
         self._allow_private = allow_private
-        self._http = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        self._timeout = timeout
+        # Made (and httpx imported) at the first delivery: most processes never send one.
+        self._http: httpx.AsyncClient | None = None
 
     async def aclose(self) -> None:
         """Close the connections."""
-        await self._http.aclose()
+        if self._http is not None:
+            await self._http.aclose()
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.AsyncClient(timeout=self._timeout, follow_redirects=False)
+        return self._http
 
     async def send(self, delivery: DeliveryRecord) -> Outcome:
         """One attempt."""
@@ -71,8 +83,11 @@ class WebhookChannel:
         }
         if self._secret:
             headers["Bulkops-Signature"] = signature(self._secret, body)
+        http = self._client()
+        import httpx  # imported by _client
+
         try:
-            response = await self._http.post(delivery.target, content=body, headers=headers)
+            response = await http.post(delivery.target, content=body, headers=headers)
         except httpx.TimeoutException:
             return Outcome(False, error="No answer within the timeout")
         except httpx.HTTPError as exc:

@@ -21,7 +21,9 @@ from bulkops.formats.csvfile import chunk_csv, count_csv, read_csv, read_csv_hea
 from bulkops.formats.jsonarray import count_json, read_json
 from bulkops.formats.jsonlines import chunk_jsonl, count_jsonl, read_jsonl
 from bulkops.formats.limits import FileLimits, applied, check_rows
-from bulkops.formats.xlsx import chunk_xlsx, count_xlsx, read_xlsx, read_xlsx_header
+
+# ``formats.xlsx`` (and openpyxl, which it reads workbooks with) is imported where an XLSX
+# file is read: a process that never reads one does not carry it.
 
 __all__ = [
     "ChunkStart",
@@ -118,6 +120,8 @@ def read_rows(
     elif fmt is FileFormat.JSON:
         reader = read_json(path, columns=columns, keep_raw=keep_raw, column_map=column_map)
     elif fmt is FileFormat.XLSX:
+        from bulkops.formats.xlsx import read_xlsx
+
         reader = read_xlsx(
             path,
             columns=columns,
@@ -177,6 +181,8 @@ def _count_rows(path: Path, fmt: FileFormat, delimiter: str | None, sheet: str |
     if fmt is FileFormat.JSON:
         return count_json(path)
     if fmt is FileFormat.XLSX:
+        from bulkops.formats.xlsx import count_xlsx
+
         return count_xlsx(path, sheet)
     return count_jsonl(path)
 
@@ -194,6 +200,8 @@ def read_header(
     if fmt is FileFormat.CSV:
         return read_csv_header(path, delimiter)
     if fmt is FileFormat.XLSX:
+        from bulkops.formats.xlsx import read_xlsx_header
+
         return read_xlsx_header(path, sheet)
     return None
 
@@ -232,6 +240,8 @@ def _count_chunks(
     elif fmt is FileFormat.JSONL:
         total, found = chunk_jsonl(path, size)
     elif fmt is FileFormat.XLSX:
+        from bulkops.formats.xlsx import chunk_xlsx
+
         total, found = chunk_xlsx(path, size, sheet)
     else:
         total, found = count_json(path), []

@@ -14,7 +14,6 @@ from bulkops.definition.row_context import NO_OPERATION_ID, RowScope, row_frame
 from bulkops.engine.invoke import error_text, invoke
 from bulkops.errors import BadRequest, FileFormatError, ValidationError
 from bulkops.formats import FileFormat, RawRow, read_header, read_rows
-from bulkops.formats.xlsx import UnknownSheet, check_sheet
 from bulkops.service.columns import suggest_column_map
 
 PREVIEW_ROWS = 100
@@ -108,6 +107,9 @@ async def check_file(
     delimiter = definition.controls.csv_delimiter
     seen = 0
     if fmt is FileFormat.XLSX:
+        # Imported here: openpyxl is needed only when a workbook is read.
+        from bulkops.formats.xlsx import UnknownSheet, check_sheet
+
         try:
             sheet = await asyncio.to_thread(check_sheet, path, sheet)
         except UnknownSheet as exc:

@@ -37,7 +37,6 @@ from bulkops.errors import (
 from bulkops.formats import FileFormat, FileLimits, count_rows, detect_format
 from bulkops.formats.base import GZIP_MAGIC, corrupt_gzip_message, is_compressed
 from bulkops.formats.limits import ExpandedTooLarge, TooManyRows
-from bulkops.formats.xlsx import UnknownSheet, check_sheet
 from bulkops.service.columns import parse_column_map
 from bulkops.service.duplicates import FileHash, find_duplicate
 from bulkops.service.idempotency import Fingerprint, check_key
@@ -201,6 +200,9 @@ class SubmissionService:
             BadRequest: the sheet is not in the workbook (naming its sheets).
             Unprocessable: the file is not a readable workbook (a file error).
         """
+        # Imported here: openpyxl is needed only when a workbook is read.
+        from bulkops.formats.xlsx import UnknownSheet, check_sheet
+
         async with self._files.local_path(file_id) as path:
             try:
                 return await asyncio.to_thread(check_sheet, path, sheet)

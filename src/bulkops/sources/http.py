@@ -13,13 +13,18 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
-import httpx
+from typing import TYPE_CHECKING
 
 from bulkops.errors import BadGateway, BadRequest, PayloadTooLarge
 from bulkops.sources.addresses import IPAddress, Resolver, is_public, parse_address
 from bulkops.sources.allow import AllowList, Target
 from bulkops.sources.base import Fetched
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx is imported by the functions that fetch: a process that never fetches a source
+# (a worker, most of the time) does not carry it.
 
 # A name resolving to many addresses: the first few are tried, in order.
 _MAX_ADDRESSES = 4
@@ -93,6 +98,8 @@ class HttpSource:
                 included), or broken off while read.
             PayloadTooLarge: a declared length past ``max_bytes``.
         """
+        import httpx
+
         self.check(target)
         addresses = await self._addresses(target)
         async with httpx.AsyncClient(
@@ -112,6 +119,8 @@ class HttpSource:
                 await response.aclose()
 
     async def _body(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        import httpx
+
         started, seen = time.monotonic(), 0
         try:
             # As the network hands them over: a size would hold chunks back until it is
@@ -131,6 +140,8 @@ class HttpSource:
     async def _send(
         self, client: httpx.AsyncClient, target: Target, addresses: list[IPAddress]
     ) -> httpx.Response:
+        import httpx
+
         failure: Exception | None = None
         for address in addresses:
             host = f"[{address}]" if address.version == 6 else str(address)
@@ -151,6 +162,8 @@ class HttpSource:
 
 
 def _check_answer(target: Target, response: httpx.Response, max_bytes: int) -> None:
+    import httpx
+
     if response.is_redirect:
         raise BadGateway(
             f"sourceUrl answered {response.status_code} (a redirect to "

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -51,20 +52,20 @@ _SQLITE_PRAGMAS = (
     "PRAGMA foreign_keys = ON",
     "PRAGMA synchronous = NORMAL",
 )
-# What the boundary translates into StorageError. SQLAlchemy wraps most driver errors, but
-# connection set-up and pool code can surface the raw ones.
+_BASE_DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error, OSError)
 
 
-def _driver_errors() -> tuple[type[BaseException], ...]:
-    errors: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error, OSError)
-    try:
-        import psycopg
-    except ImportError:  # pragma: no cover - PostgreSQL support not installed
-        return errors
-    return (*errors, psycopg.Error)  # raised as is by the COPY of row batches
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """What the boundary translates into StorageError. SQLAlchemy wraps most driver errors,
+    but connection set-up and pool code can surface the raw ones, and the COPY of row
+    batches raises psycopg's as they are.
 
-
-DRIVER_ERRORS = _driver_errors()
+    psycopg's base error is in only once psycopg is imported (by PostgreSQL's engine):
+    none can be raised before, and a process on SQLite so never carries psycopg."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return _BASE_DRIVER_ERRORS
+    return (*_BASE_DRIVER_ERRORS, psycopg.Error)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -114,9 +115,8 @@ def is_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, SQLAlchemyError):
         # Pool time-outs and closed connections are not DBAPIErrors.
         return "timeout" in type(exc).__name__.lower() or "closed" in str(exc).lower()
-    try:
-        import psycopg
-    except ImportError:  # pragma: no cover - PostgreSQL support not installed
+    psycopg = sys.modules.get("psycopg")  # not imported: the error is not psycopg's
+    if psycopg is None:
         return False
     return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
 
@@ -503,7 +503,7 @@ class Database:
         reader = self._lane_reader if in_processing_lane() else self._reader
         try:
             return await (reader or self._reader).run(work)
-        except DRIVER_ERRORS as exc:
+        except driver_errors() as exc:
             raise storage_error("database read", exc) from exc
 
     async def read_core(self, work: Callable[[Connection], T]) -> T:
@@ -519,7 +519,7 @@ class Database:
         pager = self._lane_pager if in_processing_lane() else self._pager
         try:
             return await (pager or self._pager).run_core(work)
-        except DRIVER_ERRORS as exc:
+        except driver_errors() as exc:
             raise storage_error("database read", exc) from exc
 
     async def write_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -536,7 +536,7 @@ class Database:
             self._group = _WriteGroup(self._writer, self._local_write_turn)
         try:
             result: T = await self._group.write(work)
-        except DRIVER_ERRORS as exc:
+        except driver_errors() as exc:
             raise storage_error("database write", exc) from exc
         return result
 
@@ -579,7 +579,7 @@ class Database:
             raise StorageUnavailable(
                 f"{action} failed: no answer within {self.timeout:g} s (BULKOPS_STORAGE_TIMEOUT)"
             ) from exc
-        except DRIVER_ERRORS as exc:
+        except driver_errors() as exc:
             raise storage_error("database write" if write else "database read", exc) from exc
 
     async def close(self) -> None:
@@ -593,5 +593,5 @@ class Database:
                 if thread is not None:
                     await thread.close()
             await self._engine.dispose()
-        except DRIVER_ERRORS as exc:
+        except driver_errors() as exc:
             raise StorageError(f"closing the database failed: {describe_error(exc)}") from exc

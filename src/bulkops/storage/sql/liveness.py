@@ -23,9 +23,8 @@ import logging
 import os
 import socket
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 from sqlalchemy import select, union, update
 
 from bulkops.storage.lifecycle import HELD_STATUSES
@@ -34,6 +33,9 @@ from bulkops.storage.sql.schema import chunks, operations
 from bulkops.storage.sql.timeouts import postgres_connect_args
 from bulkops.storage.sql.wakeups import libpq_url
 from bulkops.storage.states import ChunkState
+
+if TYPE_CHECKING:
+    import psycopg
 
 log = logging.getLogger("bulkops.storage")
 
@@ -159,6 +161,8 @@ class PostgresLiveness(SqlLiveness):
     async def keep(self, worker_id: str) -> None:
         """Hold the lock on a connection of its own until cancelled; take it again at once
         after losing it."""
+        import psycopg  # here: a process on SQLite imports this module but never psycopg
+
         while True:
             try:
                 timeout = self._db.timeout

@@ -1,25 +1,30 @@
-"""Schema migrations: Alembic, configured in code, run under a cross-process lock."""
+"""Schema migrations: Alembic, configured in code, run under a cross-process lock.
+
+Alembic is imported only by ``migrate`` and ``alembic_config``: the schema checks of a
+process that does not migrate read the revisions from the migration files (``revisions``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import NullPool, create_engine, inspect, text
 from sqlalchemy.engine import URL, Connection
 
 from bulkops.errors import StorageError
 from bulkops.storage.sql.database import (
-    DRIVER_ERRORS,
     WRITE_OPTION,
     configure_sqlite,
     describe_error,
+    driver_errors,
     engine_arguments,
     parse_url,
 )
+from bulkops.storage.sql.revisions import head_revision, known_revisions
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
@@ -46,6 +51,8 @@ def alembic_config(connection: Connection | None = None) -> Config:
         connection: the connection ``env.py`` runs on; required for commands that touch a
             database.
     """
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("path_separator", "os")
@@ -71,7 +78,7 @@ def migrate(url: str) -> None:
         if target.get_backend_name() == "sqlite":
             _create_parent(target)
         engine = create_engine(target, poolclass=NullPool, **engine_arguments(target))
-    except DRIVER_ERRORS as exc:
+    except driver_errors() as exc:
         raise StorageError(f"migration set-up failed: {describe_error(exc)}") from exc
     if target.get_backend_name() == "sqlite":
         configure_sqlite(engine)
@@ -83,28 +90,26 @@ def migrate(url: str) -> None:
                     connection.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
                     )
-                refuse_newer(_revision_on(connection))
-                command.upgrade(alembic_config(connection), "head")
-    except CommandError as exc:
-        raise StorageError(f"migration failed: {exc}") from exc
-    except DRIVER_ERRORS as exc:
+                found = _revision_on(connection)
+                refuse_newer(found)
+                # At the head there is nothing to run: Alembic is not even imported.
+                if found != head_revision():
+                    _upgrade(connection)
+    except driver_errors() as exc:
         raise StorageError(f"migration failed: {describe_error(exc)}") from exc
     finally:
         engine.dispose()
 
 
-def head_revision() -> str:
-    """The newest schema revision this code knows (the one it runs against)."""
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    if head is None:  # pragma: no cover - the package always ships migrations
-        raise StorageError("no schema migrations are packaged")
-    return head
+def _upgrade(connection: Connection) -> None:
+    """Run Alembic's upgrade to the head on ``connection`` (in its transaction)."""
+    from alembic import command
+    from alembic.util import CommandError
 
-
-def known_revisions() -> frozenset[str]:
-    """Every schema revision this code's migrations name."""
-    script = ScriptDirectory.from_config(alembic_config())
-    return frozenset(revision.revision for revision in script.walk_revisions())
+    try:
+        command.upgrade(alembic_config(connection), "head")
+    except CommandError as exc:
+        raise StorageError(f"migration failed: {exc}") from exc
 
 
 def schema_revision(url: str) -> str | None:
@@ -124,7 +129,7 @@ def schema_revision(url: str) -> str | None:
                 return _revision_on(connection)
         finally:
             engine.dispose()
-    except DRIVER_ERRORS as exc:
+    except driver_errors() as exc:
         raise StorageError(f"reading the schema revision failed: {describe_error(exc)}") from exc
 
 

@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -58,6 +57,8 @@ class PostgresWakeUps:
 
     async def listen(self, on_work: Callable[[], None], on_signal: Callable[[str], None]) -> None:
         """Listen on both channels until cancelled, reconnecting with backoff."""
+        import psycopg  # here: a process on SQLite imports this module but never psycopg
+
         attempt = 0
         while True:
             try:
