@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CHECKED = {"PASS", "MISS"}
-SCENARIOS = list(range(1, 23))
+SCENARIOS = list(range(1, 24))
 WITH_RATIOS = {
     1,
     3,
