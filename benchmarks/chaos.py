@@ -323,8 +323,10 @@ class Chaos:
         abandon_after: float = 3.0,
         chunk_rows: int = 1000,
         env: dict[str, str] | None = None,
+        kinds: tuple[str, ...] = KINDS,
     ) -> None:
         self.directory = directory
+        self.kinds = kinds  # the kinds of fault dealt, in shuffled rounds
         self.seed = seed
         self.seconds = seconds
         self.workers = workers
@@ -495,7 +497,7 @@ class Chaos:
 
     def _kinds(self) -> Iterator[str]:
         while True:
-            round_ = list(KINDS)
+            round_ = list(self.kinds)
             self._random.shuffle(round_)
             yield from round_
 
