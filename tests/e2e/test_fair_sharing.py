@@ -91,7 +91,9 @@ def test_two_tenants_both_progress_whatever_their_operation_counts(
 def test_a_higher_priority_goes_first_and_a_lower_one_still_progresses(
     spawn: Callable[..., Process], tmp_path: Path
 ) -> None:
-    _, url = serve(spawn, worker_count="1")
+    # One process with one operation's worth of room: with more room (worker processes)
+    # the lower priority takes what the higher one cannot use, as it should.
+    _, url = serve(spawn, worker_count="1", worker_processes=0)
     log = tmp_path / "rows.log"
     low = create(url, log, rows=400, delay_ms=10, priority=-5)
     wait_for(lambda: processed(url, low) > 0, what="the low priority's first rows")
