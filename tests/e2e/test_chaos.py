@@ -16,17 +16,10 @@ DATABASE_FAULTS = ("kill", "terminate", "restart")
 BEYOND_THE_DATABASE = ("partition", "store", "terminate", "restart")
 
 
-KILLS_OVER_THE_BOUND = pytest.mark.xfail(
-    strict=False,
-    reason="open defect (issue 37): since time-cut chunks, a killed worker can repeat more "
-    "rows than 2 x workers x MaxRowConcurrency (191 for one kill on a quiet machine)",
-)
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     "kinds",
-    [pytest.param(DATABASE_FAULTS, marks=KILLS_OVER_THE_BOUND), BEYOND_THE_DATABASE],
+    [DATABASE_FAULTS, BEYOND_THE_DATABASE],
     ids=["kills", "beyond"],
 )
 def test_compound_faults_lose_nothing_and_repeat_at_most_what_was_in_flight(
@@ -38,5 +31,11 @@ def test_compound_faults_lose_nothing_and_repeat_at_most_what_was_in_flight(
     assert {fault.kind for fault in outcome.faults} == set(kinds) <= set(KINDS)
     # Repeats within 2 x workers x MaxRowConcurrency for every fault; run_chaos checked the
     # rest (every row once in the database, every (row, step) ran, counters, events, no 500).
-    assert all(fault.repeats <= outcome.bound for fault in outcome.faults), outcome.faults
     assert 500 not in outcome.answers
+    over = [fault for fault in outcome.faults if fault.repeats > outcome.bound]
+    if over and kinds == DATABASE_FAULTS:  # run_chaos's other invariants held
+        pytest.xfail(
+            "open defect (issue 37): at the fourth wave's merge a killed worker can repeat "
+            f"more rows than 2 x workers x MaxRowConcurrency: {over}"
+        )
+    assert not over, outcome.faults
