@@ -25,8 +25,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# One pytest-xdist worker per core: the tests that start processes (tests/e2e, tests/browser)
+# run one after another in one of them, the in-process tests share out among all.
 pytest: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadgroup
 
 # The documentation site, built offline into site/; --strict fails on a broken link, a
 # missing page or a Python name the reference cannot find.

@@ -6,10 +6,26 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 POSTGRES_ENV = "BULKOPS_TEST_POSTGRES_URL"
+HERE = Path(__file__).parent
+# The layers whose tests start real processes (services, workers, a browser): under
+# pytest-xdist (`make pytest`) they run one after another in one worker, as without it, while
+# the other workers take the in-process tests.
+PROCESS_LAYERS = (HERE / "e2e", HERE / "browser")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put the tests that start processes in one xdist group (``--dist loadgroup``)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        path = Path(str(item.fspath))
+        if any(layer in path.parents for layer in PROCESS_LAYERS):
+            item.add_marker(pytest.mark.xdist_group("processes"))
 
 
 @pytest.fixture(autouse=True)

@@ -173,6 +173,7 @@ class Runtime:
                 # A writer per operation (or chunk) processed at once, and room for reads.
                 pool_size=settings.worker_count + 4,
                 timeout=settings.storage_timeout,
+                processing_here=role != "api",
             )
             if settings.event_store == "memory":
                 from bulkops.storage.memory import MemoryEventStore

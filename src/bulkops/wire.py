@@ -5,6 +5,7 @@ these same classes, so a status read by the client is the server's enum member."
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -113,6 +114,19 @@ def escape_formula(value: Any) -> Any:
     if isinstance(value, str) and _is_formula(value):
         return "'" + value
     return value
+
+
+# The first characters of the only cells ``escape_formula`` may change.
+_FORMULA_FIRST = frozenset(("'", *FORMULA_TRIGGERS))
+
+
+def escape_cells(cells: Sequence[Any]) -> Sequence[Any]:
+    """``escape_formula`` of every cell of a row; the row itself, unchanged, when no cell
+    begins as a formula or an escaped one may (most rows: one cheap pass)."""
+    for cell in cells:
+        if isinstance(cell, str) and cell[:1] in _FORMULA_FIRST:
+            return [escape_formula(value) for value in cells]
+    return cells
 
 
 def unescape_formula(value: Any) -> Any:

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
-from tests.e2e.conftest import TERMINAL, Process, free_port, wait_for, wait_ready
+from tests.e2e.conftest import ONE_CORE, TERMINAL, Process, free_port, wait_for, wait_ready
 
 HERE = Path(__file__).parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -112,10 +112,12 @@ class Instance:
 
 
 def start_instance(tmp: Path, **settings: str) -> tuple[Process, str]:
-    """``bulkops serve`` on a free port with the examples and the test operations."""
+    """``bulkops serve`` on a free port with the examples and the test operations, with a
+    one-core machine's process counts (the dashboard's tests are not about processes)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BULKOPS_")}
     env.update(
         {
+            **ONE_CORE,
             "BULKOPS_DATABASE_URL": f"sqlite:///{tmp}/bulkops.db",
             "BULKOPS_FILES_URL": f"file://{tmp}/files",
             "BULKOPS_OPERATIONS": OPERATIONS,

@@ -81,6 +81,20 @@ async def test_claims_take_pending_chunks_in_order_and_never_twice(
     assert op.id == got[0].operation_id
 
 
+async def test_chunk_work_leaves_out_the_excluded_operations(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
+    first = await split_operation(stores, make_operation, parts=2)
+    second = await split_operation(stores, make_operation, parts=3)
+    chunks = chunks_of(stores)
+
+    assert await chunks.chunk_work(["import-users"], FRESH, exclude={first.id}) == 3
+    assert await chunks.chunk_work(["import-users"], FRESH, exclude={first.id, second.id}) == 0
+    taken = await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, exclude={second.id})
+    assert taken is not None and taken.operation_id == first.id
+    assert await chunks.chunk_work(["import-users"], FRESH, exclude={second.id}) == 1
+
+
 async def test_only_chunks_of_served_running_operations_are_claimed(
     stores: Stores, make_operation: MakeOperation
 ) -> None:
@@ -109,8 +123,9 @@ async def test_a_chunk_whose_holder_stopped_is_claimed_again(
     taken = await chunks.claim_chunk(["import-users"], "w2", NOW, FRESH)
 
     assert taken is not None and taken.worker_id == "w2" and taken.resume_count == 1
-    assert await chunks.heartbeat_chunk(op.id, 0, "gone", NOW) is False
-    assert await chunks.heartbeat_chunk(op.id, 0, "w2", NOW) is True
+    assert await chunks.heartbeat_chunks([(op.id, 0)], "gone", NOW) == set()
+    assert await chunks.heartbeat_chunks([(op.id, 0), (op.id, 7)], "w2", NOW) == {(op.id, 0)}
+    assert await chunks.heartbeat_chunks([], "w2", NOW) == set()
     assert await chunks.end_chunk(op.id, 0, "gone", done=True) is None
 
 

@@ -248,6 +248,30 @@ async def test_completed_spans_of_several_writes_are_stored(
     assert await counters(stores, op.id) == (20, 20, 0)
 
 
+async def test_spans_over_stored_rows_beside_a_lost_write_replace_them_and_nothing_else(
+    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+) -> None:
+    op = await two_claimed_chunks(stores, make_operation)
+    stamp = BASE_TIME + timedelta(seconds=1)
+    earlier = failed(make_row, op.id, 3)  # a resumed run's row, stored before
+    assert await stores.rows.save_many(
+        [RowWrite(op.id, [earlier], ProgressDelta(1, 0, 1), fence=Fence("w1", 0))]
+    ) == [OperationStatus.RUNNING]
+    plain = [make_row(op.id, n, row_id=None, completed_at=stamp) for n in range(1, 11)]
+    span = CompletedSpan(1, 10, "process", stamp)
+
+    statuses = await stores.rows.save_many(
+        [
+            RowWrite(op.id, [], ProgressDelta(9, 10, -1), fence=Fence("w1", 0), completed=[span]),
+            RowWrite(op.id, [make_row(op.id, 11)], ProgressDelta(1, 1, 0), fence=Fence("gone", 1)),
+        ]
+    )
+
+    assert statuses == [OperationStatus.RUNNING, None]
+    assert await stored_rows(stores, op.id) == plain
+    assert await counters(stores, op.id) == (10, 10, 0)
+
+
 async def test_writes_naming_operations_in_opposite_orders_never_deadlock(
     stores: Stores, make_operation: MakeOperation, make_row: MakeRow
 ) -> None:

@@ -20,6 +20,11 @@ TERMINAL = {"Completed", "CompletedWithErrors", "Failed", "Cancelled"}
 
 pytestmark = pytest.mark.e2e
 E2E_TIMEOUT = 300  # processes start slowly on a loaded machine; deadlines inside stay tight
+# The process counts of a one-core machine: one worker process beside serve's HTTP process,
+# rows run in the event loop (no row helpers). A test marked ``one_core`` (one about what its
+# processes answer, not about the processes themselves) starts its commands with these unless
+# it sets them; every other test gets this machine's defaults.
+ONE_CORE = {"BULKOPS_WORKER_PROCESSES": "1", "BULKOPS_ROW_HELPERS": "0"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -81,35 +86,69 @@ class Process:
         self._log_handle.close()
 
 
+class Spawner:
+    """``spawner(*args, **env_overrides) -> Process`` starts a ``bulkops`` command; ``stop()``
+    stops every one it started.
+
+    Its processes share a SQLite file and a file directory under ``directory``.
+    """
+
+    def __init__(self, directory: Path, *, one_core: bool = False) -> None:
+        self.directory = directory
+        self.started: list[Process] = []
+        self.base_env = {k: v for k, v in os.environ.items() if not k.startswith("BULKOPS_")}
+        self.base_env.update(
+            {
+                "BULKOPS_DATABASE_URL": f"sqlite:///{directory}/shared.db",
+                "BULKOPS_FILES_URL": f"file://{directory}/files",
+                "BULKOPS_OPERATIONS": f"bulkops.examples.operations,{HERE / 'e2e_operations.py'}",
+                "BULKOPS_FLUSH_INTERVAL": "0.1",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if one_core:
+            self.base_env.update(ONE_CORE)
+
+    def __call__(
+        self, *args: str, preexec: Callable[[], None] | None = None, **env: Any
+    ) -> Process:
+        full_env = dict(self.base_env)
+        full_env.update({f"BULKOPS_{k.upper()}": str(v) for k, v in env.items()})
+        log = self.directory / f"process-{len(self.started)}.log"
+        process = Process(list(args), full_env, log, preexec)
+        self.started.append(process)
+        return process
+
+    def stop(self) -> None:
+        """Stop every process started, in the order they were."""
+        for process in self.started:
+            process.stop()
+
+
+def _one_core(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker("one_core") is not None
+
+
 @pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Callable[..., Process]]:
+def spawn(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Process]]:
     """Returns ``spawn(*args, **env_overrides) -> Process``; all are stopped afterwards.
 
     Every process of one test shares a SQLite file and a file directory under tmp_path.
     """
-    started: list[Process] = []
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("BULKOPS_")}
-    base_env.update(
-        {
-            "BULKOPS_DATABASE_URL": f"sqlite:///{tmp_path}/shared.db",
-            "BULKOPS_FILES_URL": f"file://{tmp_path}/files",
-            "BULKOPS_OPERATIONS": f"bulkops.examples.operations,{HERE / 'e2e_operations.py'}",
-            "BULKOPS_FLUSH_INTERVAL": "0.1",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
+    spawner = Spawner(tmp_path, one_core=_one_core(request))
+    yield spawner
+    spawner.stop()
 
-    def start(*args: str, preexec: Callable[[], None] | None = None, **env: Any) -> Process:
-        full_env = dict(base_env)
-        full_env.update({f"BULKOPS_{k.upper()}": str(v) for k, v in env.items()})
-        log = tmp_path / f"process-{len(started)}.log"
-        process = Process(list(args), full_env, log, preexec)
-        started.append(process)
-        return process
 
-    yield start
-    for process in started:
-        process.stop()
+@pytest.fixture(scope="module")
+def module_spawn(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Spawner]:
+    """``spawn`` for the processes a module's tests share (started once, stopped after the
+    module's last test): for tests that each leave the service as they found it."""
+    spawner = Spawner(tmp_path_factory.mktemp("module"), one_core=_one_core(request))
+    yield spawner
+    spawner.stop()
 
 
 def wait_ready(process: Process, url: str, timeout: float = 120) -> None:
@@ -138,13 +177,19 @@ def serve(spawn: Callable[..., Process], *args: str, **env: Any) -> tuple[Proces
 
 
 def wait_for(
-    predicate: Callable[[], bool], *, timeout: float = 30, what: str = "condition"
+    predicate: Callable[[], bool],
+    *,
+    timeout: float = 30,
+    what: str = "condition",
+    detail: Callable[[], str] | None = None,
 ) -> None:
-    """Poll a predicate with a deadline."""
+    """Poll a predicate with a deadline; on timeout the error ends with ``detail()``'s
+    last lines (a process's output, say)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            tail = "\n" + detail()[-4000:] if detail is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{tail}")
         time.sleep(0.05)
 
 
@@ -154,8 +199,13 @@ def status_of(url: str, operation_id: str) -> dict[str, Any]:
     return body
 
 
-def wait_terminal(url: str, operation_id: str, timeout: float = 60) -> dict[str, Any]:
-    """Poll the status until terminal."""
+def wait_terminal(
+    url: str,
+    operation_id: str,
+    timeout: float = 60,
+    detail: Callable[[], str] | None = None,
+) -> dict[str, Any]:
+    """Poll the status until terminal (``detail`` as for ``wait_for``)."""
     found: dict[str, Any] = {}
 
     def done() -> bool:
@@ -166,5 +216,5 @@ def wait_terminal(url: str, operation_id: str, timeout: float = 60) -> dict[str,
         events = httpx.get(f"{url}/api/bulks/{operation_id}/events?limit=1").json()
         return bool(events) and events[-1]["type"] in ("Completed", "Failed", "Cancelled")
 
-    wait_for(done, timeout=timeout, what=f"{operation_id} to finish")
+    wait_for(done, timeout=timeout, what=f"{operation_id} to finish", detail=detail)
     return found

@@ -22,7 +22,7 @@ import pytest
 
 from tests.e2e.conftest import Process, serve
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.one_core]
 
 SCHEMATHESIS = Path(sys.executable).with_name("st")
 CONFIG = Path(__file__).with_name("schemathesis.toml")

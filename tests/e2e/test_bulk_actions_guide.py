@@ -13,8 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.e2e.conftest import Process, serve, wait_for, wait_terminal
+
+pytestmark = pytest.mark.one_core
 
 GUIDE = Path(__file__).parents[2] / "docs" / "guides" / "bulk-actions.md"
 

@@ -35,7 +35,8 @@ def test_compound_faults_lose_nothing_and_repeat_at_most_what_was_in_flight(
     over = [fault for fault in outcome.faults if fault.repeats > outcome.bound]
     if over and kinds == DATABASE_FAULTS:  # run_chaos's other invariants held
         pytest.xfail(
-            "open defect (issue 37): at the fourth wave's merge a killed worker can repeat "
-            f"more rows than 2 x workers x MaxRowConcurrency: {over}"
+            "open defect (issue 37): on a loaded machine a killed worker can repeat more "
+            "than 2 x workers x MaxRowConcurrency executions (the rows running when a slow "
+            f"write begins finish unstored during it): {over}"
         )
     assert not over, outcome.faults

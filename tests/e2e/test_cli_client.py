@@ -17,6 +17,8 @@ from bulkops.cli.client.fix import Fix, read_export
 from bulkops.client import Client
 from tests.e2e.conftest import Process, serve, status_of, wait_for, wait_terminal
 
+pytestmark = pytest.mark.one_core
+
 USERS = "name,email,age\nAda,ada@example.com,36\nBob,bob@example.com,41\n"
 MIXED = "name,email,age\nAda,ada@example.com,36\nBob,bob-at-example,3\n"
 META = json.dumps({"requestedBy": "cli-tests"})

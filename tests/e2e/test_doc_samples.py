@@ -4,8 +4,10 @@ fresh directory holding the repository's ``examples`` and ``docs_src``, with the
 ``bulkops`` on the PATH and a SQLite service of its own.
 
 What the runner changes, and nothing more: port 8000 becomes a free port (``BULKOPS_PORT``
-and ``BULKOPS_URL`` name it), and a command whose comment says ``exit code N`` may end with
-N. A page is picked up by the glob; a page with nothing to run is not a test case.
+and ``BULKOPS_URL`` name it), a command whose comment says ``exit code N`` may end with N,
+and the services run with a one-core machine's process counts (one worker process, no row
+helpers: ``tests/e2e/test_worker_processes.py`` runs the defaults of more cores). A page is
+picked up by the glob; a page with nothing to run is not a test case.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.doc_samples import ROOT, SHELL, Block, blocks, pages, service
+from tests.e2e.conftest import ONE_CORE
 
 DEFAULT_SERVICE = "bulkops serve"
 PAGE_TIMEOUT = 300  # seconds for one page's samples (a loaded machine runs CLI calls slowly)
@@ -154,6 +157,7 @@ def test_the_pages_samples_run(page: Path, tmp_path: Path) -> None:
         BULKOPS_URL=f"http://127.0.0.1:{port}",
         BULKOPS_DATABASE_URL=f"sqlite:///{tmp_path}/bulkops.sqlite",
         BULKOPS_FILES_URL=f"file://{tmp_path}/files",
+        **ONE_CORE,
     )
     script = tmp_path / "page.sh"
     script.write_text(page_script(page, port))

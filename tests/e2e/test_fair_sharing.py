@@ -77,7 +77,8 @@ def test_two_tenants_both_progress_whatever_their_operation_counts(
     wait_for(lambda: processed(url, bob) > 0, timeout=60, what="bob's first rows")
     start_alice, start_bob = sum(processed(url, i) for i in alice), processed(url, bob)
 
-    wait_for(lambda: processed(url, bob) >= start_bob + 200, timeout=60, what="bob's rows")
+    # 400 of bob's rows: many write batches, so one batch more or less moves the share little.
+    wait_for(lambda: processed(url, bob) >= start_bob + 400, timeout=90, what="bob's rows")
 
     alice_since = sum(processed(url, i) for i in alice) - start_alice
     bob_rows = processed(url, bob) - start_bob

@@ -14,6 +14,8 @@ import pytest
 
 from tests.e2e.conftest import Process, serve, wait_terminal
 
+pytestmark = pytest.mark.one_core
+
 PEAK_RSS_LIMIT = 200 * 1024 * 1024
 META = json.dumps({"requestedBy": "e2e"})
 

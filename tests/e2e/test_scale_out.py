@@ -42,7 +42,10 @@ def test_every_worker_takes_chunks_and_every_row_runs_once(
     # A chunk takes about 0.4 s (100 rows of 20 ms, 5 at a time): every worker gets turns.
     operation_id = submit(url, log, rows=ROWS, delay_ms=20)
 
-    final = wait_terminal(url, operation_id, timeout=180)
+    def outputs() -> str:
+        return "\n".join(f"--- worker {n}\n{w.output()[-1500:]}" for n, w in enumerate(workers))
+
+    final = wait_terminal(url, operation_id, timeout=180, detail=outputs)
 
     assert (final["status"], final["processedRows"], final["totalRows"]) == (
         "Completed",
@@ -83,12 +86,20 @@ def test_a_chunk_of_a_killed_worker_is_finished_by_another(
         what="half a chunk of rows",
     )
 
-    with psycopg.connect(empty_postgres_url) as db:
-        holder, index = db.execute(
-            "SELECT worker_id, chunk_index FROM chunks WHERE operation_id = %s "
-            "AND state = 'Running' ORDER BY chunk_index LIMIT 1",
-            (operation_id,),
-        ).fetchone()
+    # A chunk held now: between one chunk's end and the next claim none may be Running.
+    running: list[tuple[str, int]] = []
+
+    def a_chunk_running() -> bool:
+        with psycopg.connect(empty_postgres_url) as db:
+            running[:] = db.execute(
+                "SELECT worker_id, chunk_index FROM chunks WHERE operation_id = %s "
+                "AND state = 'Running' ORDER BY chunk_index LIMIT 1",
+                (operation_id,),
+            ).fetchall()
+        return bool(running)
+
+    wait_for(a_chunk_running, timeout=60, what="a chunk held by a worker")
+    [(holder, index)] = running
     pid = int(holder.split(":")[1])
     victim = next(worker for worker in workers if worker.popen.pid == pid)
     victim.signal(signal.SIGKILL)

@@ -7,8 +7,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import Process, serve
 from tests.e2e.test_cli_client import META, USERS, bulkops, write
+
+pytestmark = pytest.mark.one_core
 
 TOKENS = {
     "acme-token-123": {"role": "operate", "name": "alice", "tenant": "acme"},

@@ -11,6 +11,7 @@ from uuid import UUID
 import httpx
 import pytest
 
+from bulkops.engine.scheduler import WorkScheduler
 from bulkops.storage.states import ChunkState
 from tests.integration import chunk_operations as ops
 from tests.integration.conftest import (
@@ -136,6 +137,29 @@ async def test_the_next_chunk_is_claimed_ahead_but_its_rows_wait(
     assert status["status"] == "Completed"
     assert ops.PROCESSED == dict.fromkeys(GATED, 1)
     assert ops.MOST_RUNNING[0] <= 4  # the operation's MaxRowConcurrency, across chunks
+
+
+async def test_a_poll_claims_nothing_while_the_only_chunks_are_of_an_operation_run_here(
+    client: httpx.AsyncClient,
+) -> None:
+    operation_id = await _gated_with_a_chunk_claimed_ahead(client)
+    runtime = runtime_of(client)
+    assert isinstance(runtime.scheduler, WorkScheduler)
+    claims = runtime.scheduler._chunks  # the process's chunk claims
+
+    assert await chunk_states(client, operation_id) == [
+        ChunkState.DONE,
+        ChunkState.RUNNING,
+        ChunkState.RUNNING,
+        ChunkState.PENDING,
+    ]
+    # Chunk 3 is claimable, but this process runs chunk 2 of its operation in turn.
+    assert [await claims.poll() for _ in range(3)] == [0, 0, 0]
+    ops.GATE.set()
+    status = await wait_status(client, operation_id)
+
+    assert status["status"] == "Completed"
+    assert ops.PROCESSED == dict.fromkeys(GATED, 1)
 
 
 async def test_a_chunk_claimed_ahead_runs_no_row_once_the_operation_is_cancelled(

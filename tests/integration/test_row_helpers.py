@@ -528,7 +528,7 @@ async def test_a_helper_whose_jobs_ended_is_free_before_their_ends_are_read(
     rows = tmp_path / "rows.csv"
     rows.write_text(rows_csv())
     done = await helper.submit(job_of(rows, 10, log=str(tmp_path / "log")))
-    entry = helper._open[done.id]
+    entry = helper._inboxes.open[done.id]
     busy = asyncio.Event()  # its run is busy elsewhere after taking its rows
 
     async def held() -> None:

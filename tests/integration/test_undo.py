@@ -161,6 +161,41 @@ async def test_a_failed_undo_is_retried_and_skips_what_was_undone(
     assert flo == [("Grant access", 1), ("Grant access", 1), ("Create account", 1)]
 
 
+async def test_an_undo_of_plain_rows_keeps_only_a_failed_rows_data_and_retries_it(
+    client: httpx.AsyncClient,
+) -> None:
+    # No row data kept: a failed undo keeps the data it ran with, and its retry reruns it.
+    original = await run(client, "undo-plain", "name,value\nann,1\nbo,2\ncy,3\n")
+    uops.FLAKY.add("bo")
+    made = await undo(client, original)
+    done = await detail(client, made["id"])
+    assert done["status"] == "CompletedWithErrors"
+    assert (done["successfulRows"], done["errorCount"]) == (2, 1)
+    calls = uops.undos("undo-plain")
+    assert [(c.row_number, c.value) for c in calls] == [(1, "ann:1"), (2, "bo:2"), (3, "cy:3")]
+    for call in calls:
+        assert (call.undo, call.step, call.step_index, call.attempt) == (True, "process", 0, 1)
+        assert call.key == f"{made['id']}:{call.row_number}:0"
+    rows = (await client.get(f"/api/bulks/{made['id']}/rows?pageSize=10")).json()["items"]
+    assert [(r["rowNumber"], r["state"]) for r in rows] == [
+        (1, "Completed"),
+        (2, "Failed"),
+        (3, "Completed"),
+    ]
+    errors = (await client.get(f"/api/bulks/{made['id']}/errors")).json()["items"]
+    assert [(e["rowNumber"], e["stepName"], e["errorMessage"]) for e in errors] == [
+        (2, "process", "undo failed once")
+    ]
+    assert errors[0]["rowData"] == {"name": "bo", "value": "2"}  # read from the file
+
+    retried = await client.post(f"/api/bulks/{made['id']}/retry")
+    assert retried.status_code == 200, retried.text
+    await wait_status(client, made["id"])
+    assert (await detail(client, made["id"]))["status"] == "Completed"
+    again = uops.undos("undo-plain")[len(calls) :]
+    assert [(c.row_number, c.value, c.undo) for c in again] == [(2, "bo:2", True)]
+
+
 async def test_the_client_undoes_and_previews(client: httpx.AsyncClient) -> None:
     from bulkops.client import ApiError, AsyncClient, OperationStatus, UndoPreview
 

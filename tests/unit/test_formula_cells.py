@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from bulkops.wire import escape_formula, unescape_formula
+from bulkops.wire import escape_cells, escape_formula, unescape_formula
 
 
 @pytest.mark.parametrize(
@@ -38,3 +40,21 @@ def test_escape_and_its_reverse(value: object, escaped: object) -> None:
 @pytest.mark.parametrize("text", ["'", "''", "'a", "x'=", "'\t", "'''", "=", "'+1"])
 def test_every_text_survives_a_round_trip(text: str) -> None:
     assert unescape_formula(escape_formula(text)) == text
+
+
+CELL = st.one_of(
+    st.none(),
+    st.integers(),
+    st.text(alphabet=st.sampled_from("'=+-@\t\r.e1a "), max_size=6),
+    st.text(max_size=6),
+)
+
+
+@given(st.lists(CELL, max_size=8))
+def test_a_rows_cells_are_escaped_as_each_cell_is(cells: list[object]) -> None:
+    assert list(escape_cells(cells)) == [escape_formula(cell) for cell in cells]
+
+
+def test_a_row_with_nothing_to_escape_is_the_row_itself() -> None:
+    row = ["12", "Ada", None, 3, "ada@example.com"]
+    assert escape_cells(row) is row

@@ -17,7 +17,7 @@ import pytest
 
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.recorder import SPAN_ROOM, RowRecorder
-from bulkops.engine.writer import RowWriter
+from bulkops.engine.writer import SLOW_WRITE, RowWriter
 from bulkops.errors import StorageUnavailable
 from bulkops.storage.records import CompletedSpan, Fence, OperationRecord, RowRecord, RowWrite
 from bulkops.storage.states import OperationStatus, RowState
@@ -400,3 +400,37 @@ async def test_rows_running_count_toward_the_hold_of_a_slow_write() -> None:
         store.gate.set()
         await rows.abandon()
     assert store.writes == [(1, 0)]
+
+
+async def test_after_a_slow_write_a_small_one_is_held_from_its_start_a_large_one_is_not() -> None:
+    store = HeldStore()
+    writer = RowWriter(store, StorageRetry(0), most_unstored=4)  # type: ignore[arg-type]
+    rows, operation = recorder(store, hold_after=4, writer=writer)
+    rows.start()
+    try:
+        rows.add(record(operation, 1))
+        await asyncio.wait_for(store.entered.wait(), 5)
+        deadline = asyncio.get_running_loop().time() + 5
+        while not writer.slow:  # the first write takes longer than SLOW_WRITE
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.001)
+        rows.add(record(operation, 2))  # the next write: 1 row, fewer than the limit of 4
+        store.entered.clear()
+        store.gate.set()  # the first write goes through; the next waits at the gate
+        store.gate.clear()
+        await asyncio.wait_for(store.entered.wait(), 5)
+        assert writer.slow  # held from its start, not after SLOW_WRITE
+        for number in range(3, 8):  # the write after it: 5 rows, more than the limit
+            rows.add(record(operation, number))
+        await asyncio.sleep(2 * SLOW_WRITE)  # row 2's write is slow too
+        store.entered.clear()
+        store.gate.set()
+        store.gate.clear()
+        await asyncio.wait_for(store.entered.wait(), 5)
+        assert not writer.slow  # it lets the producers on until it is slow itself
+        store.gate.set()
+        await rows.close()
+    finally:
+        store.gate.set()
+        await rows.abandon()
+    assert store.writes == [(1, 0), (1, 0), (5, 0)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from bulkops.engine.resume import RowBatch
@@ -110,3 +111,22 @@ async def test_a_probe_ends_at_the_last_boundary_within_its_row_limit() -> None:
     assert seen == list(range(1, 101)) and probe.next_row == 101
     rest = [raw.number async for batch in probe.rest() for raw, _ in batch]
     assert rest == list(range(101, 1001))
+
+
+async def test_a_probe_paced_in_turns_counts_only_the_time_its_rows_ran() -> None:
+    probe = Probe(batches(100, 128), {1, 51})
+    async for _ in probe.first():
+        pass
+    await asyncio.sleep(0.05)  # other operations' turns between its rows
+    probe.ended(turn_seconds=0.001)
+    assert probe.seconds == 0.001
+    assert probe.seconds_per_row == 0.001 / probe.rows
+
+
+async def test_a_probe_without_turns_is_paced_by_the_wall_clock() -> None:
+    probe = Probe(batches(100, 128), {1, 51})
+    async for _ in probe.first():
+        pass
+    await asyncio.sleep(0.05)
+    probe.ended()
+    assert probe.seconds >= 0.05

@@ -72,3 +72,19 @@ def test_migrating_a_database_already_at_the_head_imports_no_alembic(tmp_path: P
 
     assert run() == ["True", head_revision()]  # migrated: Alembic ran
     assert run() == ["False", head_revision()]  # at the head already: nothing to run
+
+
+def test_migrating_a_new_database_apart_leaves_alembic_out_of_the_caller(tmp_path: Path) -> None:
+    # serve's HTTP process on a new database: the revisions run in a child process.
+    url = f"sqlite:///{tmp_path / 'bulkops.db'}"
+    code = (
+        "import sys\n"
+        "from bulkops.storage.sql.migrate import migrate, migrate_apart, schema_revision\n"
+        f"migrate_apart({url!r}, schema_revision({url!r}))\n"
+        f"migrate({url!r})\n"
+        f"print('alembic' in sys.modules, schema_revision({url!r}))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert found.stdout.split() == ["False", head_revision()]

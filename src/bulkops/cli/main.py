@@ -201,10 +201,17 @@ def _check_schema(settings: Settings) -> None:
 
     if settings.database_url.startswith(MEMORY_URL):
         return
-    from bulkops.storage.sql.migrate import check_schema, refuse_newer, schema_revision
+    from bulkops.storage.sql.migrate import (
+        check_schema,
+        migrate_apart,
+        refuse_newer,
+        schema_revision,
+    )
 
     if settings.migrate_on_start:
-        refuse_newer(schema_revision(settings.database_url))
+        found = schema_revision(settings.database_url)
+        refuse_newer(found)
+        migrate_apart(settings.database_url, found)
     else:
         check_schema(settings.database_url)
 

@@ -10,17 +10,14 @@ priority first, then oldest). ``ChunkClaims`` decides the claims of one process:
   One turn at a time looks for a chunk (``MAX_CLAIMERS``): news of many chunks starts one
   turn, which starts the next as soon as it claimed one, until a claim finds none. More
   would only queue for the claim, ahead of the claims that even out the shares.
-- Claim-ahead. Once the second half of a chunk's rows is being read (``ChunkRun.nearly_done``)
+- Claim-ahead. Once the second half of a chunk's rows is being read (``ChunkRange.nearly_done``)
   the next turn starts: its chunk sets up (file, stored rows) meanwhile, and if it is a chunk
-  of the same operation its rows run once this one's are done (``ChunkRun`` ``before``),
+  of the same operation its rows run once this one's are done (``ChunkRange`` ``before``),
   while this one's last write and its end are still being stored. The row loop does not sit
   idle while a claim waits behind the writes in flight.
-- Runs to equalize. When the process's row slots are contended and a tenant is below its
-  fair part of them because its runs are at their caps (``FairShare.short_of_share``), the
-  process claims another chunk of one of that tenant's operations and runs it at once,
-  beside the one it runs already. One such claim at a time, each counted before the next is
-  decided; when its run ends the share decides afresh. An operation alone, or beside runs
-  that leave slots free, is never run more than one chunk at a time this way.
+- Runs to equalize. When a tenant is short of its fair part of the process's row slots,
+  another chunk of one of its operations runs at once, beside the one running already: its
+  ``Equalizer`` (``engine/equalizer.py``) decides when, and runs them through these claims.
 
 A chunk whose holder storage knows alive (``LiveHolders``) is not taken over on the age of
 its heartbeat alone, only once it is older than the longer bound those holders get.
@@ -34,22 +31,23 @@ and that a claimed-ahead chunk runs no row before the rows of the chunk it follo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
-from bulkops.engine.chunks import ChunkRun, end_split
-from bulkops.engine.fair_share import FairShare
-from bulkops.engine.lease import LiveHolders
-from bulkops.engine.processor import Processor
-from bulkops.engine.run import StopReason
+from bulkops.engine.equalizer import Equalizer
+from bulkops.engine.run import Run, StopReason
+from bulkops.engine.splits import admit_chunk
 from bulkops.errors import StorageError
 from bulkops.storage.records import ChunkRecord
-from bulkops.storage.states import OperationStatus
+
+if TYPE_CHECKING:
+    from bulkops.engine.chunks import ChunkRange
+    from bulkops.engine.heartbeat import LiveHolders
+    from bulkops.engine.processor import Processor
 
 log = logging.getLogger("bulkops.engine")
 
@@ -59,9 +57,6 @@ log = logging.getLogger("bulkops.engine")
 MAX_CHUNK_TURNS = 256
 # Turns looking for a chunk at once at most: claims are taken one at a time anyway.
 MAX_CLAIMERS = 1
-# Seconds between looks at the share when nothing changed in it: a run's pace (rows
-# waiting for a rate limit, say) changes without telling it.
-LOOK_AGAIN = 0.5
 
 
 class Holders(Protocol):
@@ -95,7 +90,7 @@ class ChunkClaims:
         self._holders = holders
         self._begin = begin
         # Chunk runs in progress here, by (operation id, chunk index).
-        self.runs: dict[tuple[UUID, int], tuple[ChunkRun, asyncio.Task[None]]] = {}
+        self.runs: dict[tuple[UUID, int], tuple[Run[ChunkRange], asyncio.Task[None]]] = {}
         self._turns = 0  # turns started and not ended
         self._claimers = 0  # turns started that have not claimed a chunk or found none yet
         # News came while a turn was looking: it may have looked too early, look again.
@@ -106,11 +101,10 @@ class ChunkClaims:
         self._chunked: set[UUID] = set()
         # Per operation, the run of the chunk its next chunk claimed in turn follows: that
         # one's rows run once this one's are done (or this run ended).
-        self._after: dict[UUID, ChunkRun] = {}
+        self._after: dict[UUID, Run[ChunkRange]] = {}
         self._claiming = asyncio.Lock()
-        # Operations a claim to equalize found no chunk of, until news of chunks.
-        self._dry: set[UUID] = set()
-        self._news = asyncio.Event()  # the share changed, or chunks may be claimable
+        share = processor.share
+        self._equalizer = Equalizer(self, share) if share is not None else None
         self._stopping = False
 
     @property
@@ -121,8 +115,8 @@ class ChunkClaims:
     def found(self, count: int) -> int:
         """News of ``count`` claimable chunks (a split, a poll, a notice, workers gone):
         start turns for them, and let runs to equalize try again; how many turns."""
-        self._dry.clear()
-        self._news.set()
+        if self._equalizer is not None:
+            self._equalizer.chunks_found()
         return self.offer(count)
 
     def offer(self, count: int) -> int:
@@ -143,20 +137,35 @@ class ChunkClaims:
             offered += 1
         return offered
 
-    async def poll(self) -> None:
-        """Start turns for the chunks any process could claim now (Pending or abandoned)."""
+    async def poll(self) -> int:
+        """Start turns for the chunks this process could claim in turn now (Pending or
+        abandoned, of operations it does not run a chunk of in turn already), and say how
+        many: a poll while it runs the only split operation there is starts no claim that
+        cannot succeed. Runs to equalize that found no chunk hear of their operations'
+        chunks too."""
         if self._turns >= MAX_CHUNK_TURNS:
-            return
+            return 0
         live = await self._holders.live_holders()
-        waiting = await self._processor.stores.chunks.chunk_work(
-            self.names, self._holders.stale_before(), live.ids, live.before
+        chunks, stale_before = self._processor.stores.chunks, self._holders.stale_before()
+        waiting = await chunks.chunk_work(
+            self.names, stale_before, live.ids, live.before, exclude=set(self._chunked)
         )
-        self.found(waiting)
+        if waiting:
+            return self.found(waiting)
+        equalizer = self._equalizer
+        if (
+            equalizer is not None
+            and equalizer.waiting_for_chunks
+            and await chunks.chunk_work(self.names, stale_before, live.ids, live.before)
+        ):
+            equalizer.chunks_found()
+        return 0
 
     def stop(self) -> None:
         """Claim no more; a chunk claimed ahead is handed back without running a row."""
         self._stopping = True
-        self._news.set()
+        if self._equalizer is not None:
+            self._equalizer.stop()
         for run, _ in self.runs.values():
             if run.waiting:
                 run.stop(StopReason.SHUTDOWN)
@@ -237,21 +246,9 @@ class ChunkClaims:
         here, and starts the next turn when its rows are nearly done; a run to equalize
         (``release`` None) follows none and starts none. ``started`` is set once the run
         has its place in the row slots (or ended)."""
-        chunks = self._processor.stores.chunks
-        record = await self._processor.stores.operations.get(chunk.operation_id)
-        if record is None or record.status is not OperationStatus.RUNNING:
-            await chunks.end_chunk(chunk.operation_id, chunk.index, self._worker_id, done=False)
+        record = await admit_chunk(self._processor, chunk, self._max_resumes)
+        if record is None:
             return False
-        limit = self._max_resumes
-        if chunk.resume_count > limit:
-            await end_split(self._processor, record.id, _gave_up_chunk(chunk.index, limit))
-            return False
-        if chunk.resume_count:
-            log.warning(
-                "Resuming chunk %d of operation %s: its worker stopped responding",
-                chunk.index,
-                record.id,
-            )
         log.info(
             "Processing chunk %d (rows %d-%d) of operation %s",
             chunk.index,
@@ -272,7 +269,7 @@ class ChunkClaims:
                 joined.cancel()
                 started.set()
             if release is not None:
-                nearly_done = _waiter(run.nearly_done)
+                nearly_done = _waiter(run.scope.nearly_done)
                 await asyncio.wait({task, nearly_done}, return_when=asyncio.FIRST_COMPLETED)
                 nearly_done.cancel()
                 if not task.done() and not self._stopping:
@@ -281,51 +278,34 @@ class ChunkClaims:
                     offered = self.offer(1) > 0
             await task
         finally:
-            run.rows_done.set()  # no more rows of this run will run, however it ended
+            run.scope.rows_done.set()  # no more rows of this run will run, however it ended
             if self._after.get(record.id) is run:
                 del self._after[record.id]  # no chunk of the operation was claimed meanwhile
             self.runs.pop(key, None)
         return offered
 
-    # -- runs to equalize --------------------------------------------------------------------
+    # -- runs to equalize (the ``Equalizer``'s ``ChunkRunner``) -----------------------------
 
     async def equalize(self) -> None:
-        """Run another chunk at once of an operation whose tenant the process's share finds
-        short (``FairShare.short_of_share``), one claim at a time, for as long as the
-        process runs; each new run is in the share before the next look."""
-        share = self._processor.share
-        if share is None:
-            return
-        share.watch(self._news.set)
-        while not self._stopping:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._news.wait(), LOOK_AGAIN)
-            self._news.clear()
-            if self._stopping:
-                return
-            try:
-                await self._run_one_more(share)
-            except StorageError:
-                log.warning("Could not claim a chunk to share fairly; will retry", exc_info=True)
+        """Run the ``Equalizer`` for as long as the process runs (nothing to do without a
+        fair share)."""
+        if self._equalizer is not None:
+            await self._equalizer.run()
 
-    async def _run_one_more(self, share: FairShare) -> None:
-        for operations in share.short_of_share():
-            candidates = [operation for operation in operations if operation not in self._dry]
-            if self._stopping or self._turns >= MAX_CHUNK_TURNS:
-                return
-            if not candidates:
-                continue
-            async with self._claiming:
-                chunk = await self._claim(among=candidates)
-            if chunk is None:
-                self._dry.update(candidates)  # none to claim until news of chunks
-                continue
-            started = asyncio.Event()
-            self._turns += 1
-            self._begin(self._run_beside(chunk, started))
-            await started.wait()
-            self._news.set()  # look again at once, this run counted
-            return
+    @property
+    def full(self) -> bool:
+        """True when no other chunk run may start: stopping, or ``MAX_CHUNK_TURNS`` run."""
+        return self._stopping or self._turns >= MAX_CHUNK_TURNS
+
+    async def claim_among(self, operations: list[UUID]) -> ChunkRecord | None:
+        """Claim a chunk of one of ``operations`` (one claim at a time, as turns do)."""
+        async with self._claiming:
+            return await self._claim(among=operations)
+
+    def run_beside(self, chunk: ChunkRecord, started: asyncio.Event) -> None:
+        """Run a claimed chunk at once, following no run and starting no turn."""
+        self._turns += 1
+        self._begin(self._run_beside(chunk, started))
 
     async def _run_beside(self, chunk: ChunkRecord, started: asyncio.Event) -> None:
         try:
@@ -339,10 +319,3 @@ class ChunkClaims:
 
 def _waiter(event: asyncio.Event) -> asyncio.Task[bool]:
     return asyncio.create_task(event.wait())
-
-
-def _gave_up_chunk(index: int, limit: int) -> str:
-    return (
-        f"Processing of chunk {index} stopped more than {limit} times before it could finish "
-        "(its worker crashed or lost storage each time); the operation is not resumed again"
-    )

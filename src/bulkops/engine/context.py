@@ -1,64 +1,24 @@
 """The engine's context: what every run of a process receives (stores, tuning, retries, the
-rate gate, the signal hub, metrics, row slots and helpers)."""
+rate gate, the signal hub, metrics, row slots, helpers and the heartbeat)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bulkops.definition.registry import Registry
-from bulkops.engine.fair_share import FairShare
-from bulkops.engine.helper.pool import RowHelpers
+from bulkops.engine.config import ProcessorConfig, Stores
+from bulkops.engine.heartbeat import Heartbeat
 from bulkops.engine.pacing import RateGate
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.signals import SignalHub
 from bulkops.engine.writer import RowWriter
-from bulkops.formats import FileLimits
 from bulkops.observability.metrics import Metrics
-from bulkops.storage.liveness import NoLiveness
-from bulkops.storage.ports import (
-    ChunkStore,
-    EventStore,
-    FileStore,
-    Liveness,
-    OperationStore,
-    RateLimitStore,
-    RowStore,
-    WakeUps,
-)
-from bulkops.storage.wakeups import NoWakeUps
+
+if TYPE_CHECKING:
+    from bulkops.engine.fair_share import FairShare
+    from bulkops.engine.helper.pool import RowHelpers
 
 __all__ = ["EngineContext", "ProcessorConfig", "Stores"]
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessorConfig:
-    """Tuning of row processing."""
-
-    worker_id: str
-    max_row_concurrency: int = 1
-    flush_rows: int = 1000
-    flush_interval: float = 0.5
-    heartbeat_interval: float = 5.0
-    signal_poll_interval: float = 2.0
-    step_retry_delay: float = 1.0
-    storage_retry_timeout: float = 120.0
-    chunk_rows: int = 0  # the most rows one chunk of an operation holds (0: never split)
-    # What counting a file's rows may cost (expanded bytes, rows): beyond, it fails.
-    file_limits: FileLimits = field(default_factory=FileLimits)
-
-
-@dataclass(frozen=True, slots=True)
-class Stores:
-    """The storage ports the engine works with."""
-
-    operations: OperationStore
-    rows: RowStore
-    events: EventStore
-    files: FileStore
-    limits: RateLimitStore
-    chunks: ChunkStore
-    wakeups: WakeUps = field(default_factory=NoWakeUps)
-    liveness: Liveness = field(default_factory=NoLiveness)
 
 
 class EngineContext:
@@ -85,6 +45,13 @@ class EngineContext:
         self.metrics = metrics or Metrics()
         self.retry = StorageRetry(config.storage_retry_timeout)
         self.gate = RateGate(stores.limits, self.retry)
+        # Beats for everything the process's runs hold, and tells them when they lost it.
+        self.heartbeat = Heartbeat(
+            stores.operations,
+            stores.chunks,
+            check_interval=config.flush_interval,
+            heartbeat_interval=config.heartbeat_interval,
+        )
         # Every run's finished rows, stored together; during a slow write a finished row
         # keeps its slot until it is stored, so a crash loses about the rows of the slots.
         self.writer = RowWriter(

@@ -25,8 +25,8 @@ from bulkops.definition.row_context import row_frame
 from bulkops.engine.batches import BatchRunner, Pending
 from bulkops.engine.dry_run import DryRunner
 from bulkops.engine.invoke import error_text
+from bulkops.engine.ports import RowSink
 from bulkops.engine.rows import UNREADABLE, RowRunner
-from bulkops.engine.sink import RowSink
 from bulkops.formats import RawRow
 from bulkops.observability.metrics import ROW_BUCKETS
 from bulkops.storage.records import RowRecord

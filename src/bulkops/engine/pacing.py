@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from bulkops.definition.controls import RateLimit
-from bulkops.engine.persistence import StorageRetry
 from bulkops.storage.ports import RateLimitStore
+
+if TYPE_CHECKING:
+    from bulkops.engine.ports import StorageCalls
 
 
 class Slots:
@@ -40,7 +43,7 @@ class RateGate:
     """Asks shared storage for permits of rate limits, so a limit holds across every
     process."""
 
-    def __init__(self, store: RateLimitStore, retry: StorageRetry) -> None:
+    def __init__(self, store: RateLimitStore, retry: StorageCalls) -> None:
         self._store = store
         self._retry = retry
 

@@ -11,6 +11,7 @@ One reaper per process (``WorkScheduler`` owns it). At every scan it
   (or at once when their holder is dead) to be taken over, except those of holders storage
   knows alive, until their heartbeat is ``ALIVE_PATIENCE`` times ``abandon_after`` old.
 
+``take_over`` takes a queued one over (or fails it once resumed ``max_resumes`` times).
 ``sweep_stuck`` fails operations Running longer than the stuck-operation timeout. The reaper
 also says which heartbeats are abandoned now (``stale_before``) and which holders are alive
 (``live_holders``), for the claims of chunks.
@@ -28,13 +29,13 @@ from typing import Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
-from bulkops.engine.chunks import end_split
 from bulkops.engine.context import EngineContext
-from bulkops.engine.lease import LiveHolders
+from bulkops.engine.heartbeat import LiveHolders
 from bulkops.engine.persistence import apply_change
+from bulkops.engine.splits import end_split
 from bulkops.errors import IllegalTransition, StorageError
 from bulkops.storage import lifecycle
-from bulkops.storage.lifecycle import OperationChange
+from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
 from bulkops.storage.records import OperationRecord
 from bulkops.storage.states import OperationStatus
 
@@ -81,6 +82,7 @@ class Reaper:
         scan_interval: float,
         stuck_timeout: float | None,
         worker_count: int,
+        max_resumes: int,
     ) -> None:
         self._context = context
         self._stores = context.stores
@@ -90,6 +92,7 @@ class Reaper:
         self._scan_interval = scan_interval
         self._stuck_timeout = stuck_timeout
         self._worker_count = worker_count
+        self._max_resumes = max_resumes
         # Abandoned operations seen once (id -> heartbeat then), and those confirmed.
         self._suspects: dict[UUID, datetime | None] = {}
         self._takeovers: dict[UUID, datetime | None] = {}
@@ -100,12 +103,38 @@ class Reaper:
         self._alive: frozenset[str] = frozenset()
         self._alive_at = -math.inf
 
-    def takeover(self, operation_id: UUID) -> tuple[bool, datetime | None]:
-        """Whether the operation is to be taken over from its holder, and the heartbeat it
-        was seen abandoned with (it is taken over only if that has not moved since)."""
-        if operation_id in self._takeovers:
-            return True, self._takeovers[operation_id]
-        return False, None
+    def to_take_over(self, operation_id: UUID) -> bool:
+        """Whether the operation is to be taken over from its holder (``take_over``)."""
+        return operation_id in self._takeovers
+
+    async def take_over(
+        self, record: OperationRecord, worker_id: str, now: datetime
+    ) -> OperationRecord | None:
+        """Take the operation over for ``worker_id`` while its heartbeat is the one it was
+        seen abandoned with (its holder did not come back, nobody acted first), or fail it
+        when it was resumed ``max_resumes`` times; the stored record after, or None."""
+        heartbeat = self._takeovers.get(record.id)
+        counts = await self._stores.operations.counts(record.id)
+        limit = self._max_resumes
+
+        def change(current: OperationRecord) -> OperationChange | None:
+            if current.status not in HELD_STATUSES or current.heartbeat_at != heartbeat:
+                return None  # its holder came back, or someone else acted first
+            if current.resume_count >= limit:
+                return lifecycle.fail(current, _gave_up(current, limit), now, counts)
+            return lifecycle.take_over(current, worker_id, counts, now)
+
+        try:
+            taken = await apply_change(self._stores.operations, record.id, change)
+        except IllegalTransition:
+            return None
+        if taken is not None and taken.worker_id == worker_id:
+            log.warning(
+                "Resuming operation %s: its worker %s stopped responding",
+                record.id,
+                record.worker_id,
+            )
+        return taken
 
     def forget(self, operation_id: UUID) -> None:
         """The operation's claim or take-over was tried: it is no longer one to take over."""
@@ -226,3 +255,11 @@ class Reaper:
                 failed = None
             if failed is not None:
                 log.warning("Failed stuck operation %s", record.id)
+
+
+def _gave_up(record: OperationRecord, limit: int) -> str:
+    return (
+        f"Processing stopped {record.resume_count + 1} times before it could finish (its "
+        f"worker crashed or lost storage each time); it is not resumed again after {limit} "
+        "resumptions"
+    )

@@ -221,8 +221,21 @@ class RowRunner(RowBasics):
         row, row_id = prepared
         await self.pace()  # outside the try: a storage fault is not the row's failure
         retry_attempt = 0 if existing is None else existing.retry_attempt
-        token = row_frame.set((self.scope, raw.number, row_id, PROCESS_STEP, 0, 1, retry_attempt))
         restart_token = row_restart.set(restart)
+        try:
+            record = await self.processed(raw, row, row_id, retry_attempt)
+        finally:
+            row_restart.reset(restart_token)
+        if existing is not None:
+            record.retry_attempt = existing.retry_attempt
+        return _restarted(record, restart)
+
+    async def processed(
+        self, raw: RawRow, row: Row, row_id: str | None, retry_attempt: int
+    ) -> RowRecord:
+        """Call ``process`` on one valid row in its row context: its record, Completed, or
+        Failed with the error (a row's exception never escapes)."""
+        token = row_frame.set((self.scope, raw.number, row_id, PROCESS_STEP, 0, 1, retry_attempt))
         try:
             await self.process(row, self.metadata)
         except Exception as exc:
@@ -231,11 +244,8 @@ class RowRunner(RowBasics):
         else:
             record = self.new_record(raw, RowState.COMPLETED, row_id)
         finally:
-            row_restart.reset(restart_token)
             row_frame.reset(token)
-        if existing is not None:
-            record.retry_attempt = existing.retry_attempt
-        return _restarted(record, restart)
+        return record
 
     async def checked(self, raw: RawRow) -> Row | RowRecord:
         """A fresh row made ready to process: ``prepare`` (``validate_row`` included), then

@@ -1,40 +1,33 @@
-"""What every run shares: from rows to records, stopping, and the end of a run.
+"""A run: one worker's processing of an operation, or of one chunk of it, from rows to
+records, stopping, and its end.
 
-A run is one worker's processing of an operation (``processor.OperationRun``) or of one
-chunk of it (``chunks.ChunkRun``). Subclasses say what to read and how a run ends.
+A run of a whole operation and a run of a chunk are the same class; what differs is its
+``Scope``: which rows it reads, whether it cuts the rest into chunks, and how it concludes
+(``processor.WholeOperation``: the claimer's, from the first row; ``chunks.ChunkRange``: a
+claimed chunk's range, maybe in a row helper).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
-from collections.abc import AsyncIterable
 from dataclasses import dataclass
-from time import perf_counter
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
-from bulkops.definition.models import Metadata
-from bulkops.definition.operation import OperationBase, OperationDefinition
-from bulkops.engine.batches import BatchRunner
+from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.context import EngineContext
 from bulkops.engine.dry_run import DRY_RUN_STEP, DRY_RUN_STEP_INDEX, DryRunner
-from bulkops.engine.fair_share import Claimant, SharedSlots, Turn, TurnSlots, tenant_of
+from bulkops.engine.feed import RowBatches, RowFeed, Runner
+from bulkops.engine.heartbeat import Held
 from bulkops.engine.instance import OperationFailed, instantiate
 from bulkops.engine.invoke import error_text
-from bulkops.engine.lease import Held, Lease
-from bulkops.engine.loops import PlainRunner, run_batches, run_plain
-from bulkops.engine.pacing import Pacer, Slots
-from bulkops.engine.pipeline import PipelineRunner
+from bulkops.engine.pacing import Pacer
 from bulkops.engine.recorder import RowRecorder
-from bulkops.engine.resume import RowBatch
-from bulkops.engine.rows import RowRunner
+from bulkops.engine.runners import runner_for
 from bulkops.engine.sink import RecordingSink
-from bulkops.engine.undo import UndoRunner
-from bulkops.engine.window import FailureBudget, Window
+from bulkops.engine.window import FailureBudget
 from bulkops.errors import FileFormatError, StorageError
-from bulkops.formats import RawRow
 from bulkops.observability.logs import operation_scope
 from bulkops.observability.tracing import span
 from bulkops.storage.lanes import enter_processing_lane
@@ -43,14 +36,6 @@ from bulkops.storage.records import Fence, OperationRecord
 from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
-
-Runner = RowRunner | PipelineRunner | BatchRunner | DryRunner
-# Rows run this long between two yields to the event loop: each yield puts the run behind
-# every HTTP request that is ready, so yielding after every batch let busy readers starve
-# processing; a few milliseconds keeps requests quick and the rows going.
-SLICE_SECONDS = 0.005
-# Rows travel in small batches (resume.BATCH_SIZE): one await per batch, not per row.
-RowBatches = AsyncIterable[RowBatch]
 
 
 class StopReason(enum.Enum):
@@ -71,10 +56,36 @@ class Ending:
     failure: str | None
 
 
-class Run:
-    """Processes rows of one operation for one worker and records them."""
+class Scope(Protocol):
+    """What a run covers and how it ends: the difference between the run of a whole
+    operation and the run of a chunk."""
 
-    def __init__(self, context: EngineContext, record: OperationRecord, held: Held) -> None:
+    @property
+    def chunk(self) -> int | None:
+        """The index of the chunk it holds (None: the whole operation)."""
+
+    @property
+    def waiting(self) -> bool:
+        """Set up ahead of its rows, which wait for another run's (a chunk claimed ahead)."""
+
+    async def process(self, run: Run[Any]) -> None:
+        """Read its rows and feed them to the run (``Run.feed``)."""
+
+    async def conclude(self, run: Run[Any], ending: Ending) -> None:
+        """Record the end of what it held, once its rows are recorded."""
+
+
+S = TypeVar("S", bound=Scope)
+
+
+class Run(Generic[S]):
+    """Processes rows of one operation for one worker and records them; ``scope`` says
+    which rows and how the run ends."""
+
+    def __init__(self, context: EngineContext, record: OperationRecord, scope: S) -> None:
+        held = Held(record.id, context.config.worker_id, scope.chunk)
+        self.scope = scope
+        self.context = context
         self._context = context
         self._stores = context.stores
         self._config = context.config
@@ -84,27 +95,43 @@ class Run:
         self.stop_reason: StopReason | None = None
         self._work: asyncio.Task[None] | None = None
         limit = self._config.max_row_concurrency
-        self._slots = Slots(limit) if limit > 1 else None
-        self._claimant: Claimant | None = None  # its place in the process's row slots
-        self._turn: Turn | None = None  # its slot while it runs rows one at a time
-        self.joined = asyncio.Event()  # it has its place in the process's row slots
         self._recorder = RowRecorder(
             record,
             context.writer,
             fence=Fence(held.worker_id, held.chunk),
             flush_rows=self._config.flush_rows,
             hold_after=limit,
-            on_status=self._stored_status,
+            on_status=self.lost,
             on_failure=lambda _: self.stop(StopReason.STORAGE),
             completed_step=(DRY_RUN_STEP, DRY_RUN_STEP_INDEX) if record.dry_run else None,
         )
         # Where its rows' outcomes go, whatever runs them: here, or in a row helper.
         self._sink = RecordingSink(self._recorder, context.metrics, record.operation_name)
+        self._feed = RowFeed(context, record, self._sink, self._recorder)
 
     @property
     def waiting(self) -> bool:
         """Set up ahead of its rows, which wait for another run's (a chunk claimed ahead)."""
-        return False
+        return self.scope.waiting
+
+    @property
+    def sink(self) -> RecordingSink:
+        """Where its rows' outcomes go, whatever runs them."""
+        return self._sink
+
+    @property
+    def recorder(self) -> RowRecorder:
+        """Its rows' buffer on their way to storage."""
+        return self._recorder
+
+    @property
+    def joined(self) -> asyncio.Event:
+        """Set once it has its place in the process's row slots."""
+        return self._feed.joined
+
+    def pass_turn(self) -> None:
+        """Give up its slot while it runs no rows (it runs rows one at a time)."""
+        self._feed.pass_turn()
 
     def stop(self, reason: StopReason) -> None:
         """Interrupt processing; rows already finished are still recorded."""
@@ -113,13 +140,17 @@ class Run:
         if self._work is not None and not self._work.done():
             self._work.cancel()
 
-    def _stored_status(self, status: OperationStatus | None) -> None:
+    def lost(self, status: OperationStatus | None) -> None:
+        """Stop unless ``status`` (the stored status; None: the record vanished or another
+        worker holds it) is one it holds: cancelled, or moved on (``heartbeat.Holder``)."""
         if status is OperationStatus.CANCELLED:
             self.stop(StopReason.CANCELLED)
         elif status not in HELD_STATUSES:
             self.stop(StopReason.LOST)
 
-    def _seen(self, record: OperationRecord) -> None:
+    def seen(self, record: OperationRecord) -> None:
+        """The operation as stored at a check (``heartbeat.Holder``): its failures count
+        toward the failure budget."""
         budget = self._sink.budget
         if budget is not None:
             budget.observe(record.error_count, self._recorder.failed_written)
@@ -139,18 +170,9 @@ class Run:
             await self._execute()
 
     async def _execute(self) -> None:
-        lease = Lease(
-            self._stores.operations,
-            self._stores.chunks,
-            self._held,
-            check_interval=self._config.flush_interval,
-            heartbeat_interval=self._config.heartbeat_interval,
-            on_lost=self._stored_status,
-            on_record=self._seen,
-        )
-        watcher = asyncio.create_task(lease.run())
+        hold = self._context.heartbeat.hold(self._held, self)
         self._recorder.start()
-        self._work = asyncio.create_task(self._process())
+        self._work = asyncio.create_task(self.scope.process(self))
         failure: str | None = None
         try:
             await self._work
@@ -171,13 +193,11 @@ class Run:
             log.exception("Unexpected error while processing %s", self.record.id)
             failure = f"Internal error: {error_text(exc)}"
         finally:
-            self._leave_share()
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            self._feed.leave()
+            hold.release()
         try:
             await self._record_the_rest()
-            await self._conclude(Ending(self.stop_reason, failure))
+            await self.scope.conclude(self, Ending(self.stop_reason, failure))
         except StorageError:
             log.exception("Could not record the end of %s; it will be resumed", self.record.id)
 
@@ -191,13 +211,8 @@ class Run:
             self.stop_reason = StopReason.STORAGE
             raise
 
-    async def _process(self) -> None:
-        raise NotImplementedError
-
-    async def _conclude(self, ending: Ending) -> None:
-        raise NotImplementedError
-
-    def _definition(self) -> OperationDefinition:
+    def definition(self) -> OperationDefinition:
+        """The operation's definition in this process's registry."""
         definition = self._context.registry.get(self.record.operation_name)
         if definition is None:
             raise OperationFailed(
@@ -205,32 +220,10 @@ class Run:
             )
         return definition
 
-    def _join_share(self, instance: OperationBase[Any, Any], metadata: Metadata) -> None:
-        """Take a place in the process's row slots: its rows take their slots from there."""
-        share = self._context.share
-        if share is None or self._claimant is not None:
-            return
-        limit = self._config.max_row_concurrency
-        tenant = tenant_of(self.record, instance, metadata)
-        claimant = share.join(
-            self.record.id, tenant, self.record.priority, limit, ahead=self.waiting
-        )
-        self._claimant = claimant
-        self.joined.set()
-        if limit > 1:
-            self._slots = SharedSlots(limit, share, claimant)
-        else:
-            self._turn = Turn(share, claimant)
-
-    def _leave_share(self) -> None:
-        if self._claimant is not None and self._context.share is not None:
-            if self._turn is not None:
-                self._turn.release()
-            self._context.share.leave(self._claimant)
-
-    async def _prepare(self, definition: OperationDefinition, total: int) -> Runner:
+    async def prepare(self, definition: OperationDefinition, total: int) -> Runner:
+        """Build the operation and the runner of its rows; take its place in the row slots."""
         metadata, instance = await instantiate(definition, self.record.metadata)
-        self._join_share(instance, metadata)
+        self._feed.join(instance, metadata, ahead=self.waiting)
         if self.record.dry_run:  # every row is validated: no failure budget, no pacing
             created_by = self.record.created_by
             return DryRunner(definition, instance, metadata, self.record.id, created_by=created_by)
@@ -239,117 +232,18 @@ class Run:
             # Only operations with a budget pay for counting their failed rows.
             failed = await self._retry.call(self._stores.operations.failed_rows, self.record.id)
         self._sink.budget = FailureBudget(controls, total, failed)
-        waiting = self._slots or (TurnSlots(self._turn) if self._turn is not None else None)
-        pacer = Pacer(self._context.gate, waiting)
-        basics = (definition, instance, metadata, self.record.id)
-        created_by = self.record.created_by
-        undo = self.record.undo_of is not None  # an undo runs row by row, whatever the kind
-        if definition.is_batch and not undo:
-            return BatchRunner(*basics, pacer=pacer, created_by=created_by)
-        if not definition.is_step_based and not undo:
-            return RowRunner(*basics, pacer=pacer, created_by=created_by)
-        return (UndoRunner if undo else PipelineRunner)(
-            *basics,
-            pacer=pacer,
-            created_by=created_by,
-            rows=self._stores.rows,
-            hub=self._context.hub,
-            fence=Fence(self._held.worker_id, self._held.chunk),
-            retry=self._retry,
-            signal_poll_interval=self._config.signal_poll_interval,
-            retry_delay=self._config.step_retry_delay,
-            metrics=self._context.metrics,
+        pacer = Pacer(self._context.gate, self._feed.pacing_slots())
+        fence = Fence(self._held.worker_id, self._held.chunk)
+        return runner_for(
+            self._context, self.record, definition, instance, metadata, pacer=pacer, fence=fence
         )
 
-    async def _run(self, rows: RowBatches, runner: Runner) -> None:
-        if isinstance(runner, BatchRunner):
-            await self._run_batches(rows, runner)
-        elif self._slots is None or (isinstance(runner, DryRunner) and runner.direct):
-            await self._run_sequential(rows, runner)
-        else:
-            await self._run_window(rows, runner)
+    @property
+    def turn_seconds(self) -> float:
+        """Seconds its rows ran in their turns of the process's row slots (0: it runs rows
+        beside each other, or has had no turn)."""
+        return self._feed.turn_seconds
 
-    async def _run_sequential(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
-        sink, recorder, turn = self._sink, self._recorder, self._turn
-        fresh = runner if isinstance(runner, RowRunner | DryRunner) and runner.plain else None
-        took, clock = self._context.metrics.row_timer(self.record.operation_name), perf_counter
-        resume_by = clock() + SLICE_SECONDS
-        async for batch in rows:
-            plain: list[RawRow] = []  # fresh rows of a plain operation, run together
-            for raw, existing in batch:
-                if fresh is not None and existing is None:
-                    plain.append(raw)
-                    continue
-                if fresh is not None and plain and await self._run_plain(fresh, plain):
-                    return
-                plain = []
-                if turn is not None:
-                    await turn.hold()
-                started = clock()
-                sink.record(await runner.run(raw, existing))
-                took(elapsed := clock() - started)
-                if turn is not None and turn.ran(1, elapsed):
-                    await turn.pass_on()
-                if sink.halted:
-                    return  # no further row starts
-            if fresh is not None and plain and await self._run_plain(fresh, plain):
-                return
-            if recorder.full:
-                if turn is not None:
-                    turn.release()  # nobody's rows wait for this one's writes
-                await recorder.wait_room()
-            if clock() >= resume_by:  # let HTTP requests and other operations in
-                await asyncio.sleep(0)
-                resume_by = clock() + SLICE_SECONDS
-
-    async def _run_plain(self, fresh: PlainRunner, raws: list[RawRow]) -> bool:
-        """Run fresh rows of a plain operation (``loops.run_plain``) in turns of the
-        process's row slots (as many rows a turn as fit in ``fair_share.QUANTUM`` at their
-        pace: the whole batch when they are fast); True when the failure budget is spent."""
-        turn, sink = self._turn, self._sink
-        if turn is None:
-            return await run_plain(fresh, raws, sink)
-        start, clock = 0, perf_counter
-        while start < len(raws):
-            await turn.hold()
-            end = min(len(raws), start + turn.rows_per_turn)
-            part = raws if start == 0 and end == len(raws) else raws[start:end]
-            began = clock()
-            if await run_plain(fresh, part, sink):
-                return True
-            if turn.ran(end - start, clock() - began):
-                await turn.pass_on()
-            start = end
-        return False
-
-    async def _run_window(self, rows: RowBatches, runner: PlainRunner | PipelineRunner) -> None:
-        window = Window(
-            self._config.max_row_concurrency,
-            self._slots,
-            self._sink.record,
-            self._recorder,
-            timer=self._context.metrics.row_timer(self.record.operation_name),
-        )
-        try:
-            async for batch in rows:
-                for raw, existing in batch:
-                    if self._sink.halted:
-                        break
-                    await window.launch(runner.run(raw, existing))
-                if self._sink.halted:
-                    break
-            await window.finish()
-        finally:
-            await window.cancel()
-
-    async def _run_batches(self, rows: RowBatches, runner: BatchRunner) -> None:
-        slots = self._slots
-        if slots is None and self._claimant is not None and self._context.share is not None:
-            slots = SharedSlots(1, self._context.share, self._claimant)
-        sink = self._sink
-        window = Window(self._config.max_row_concurrency, slots, sink.record, self._recorder)
-        try:
-            await run_batches(runner, rows, sink, window.launch)
-            await window.finish()
-        finally:
-            await window.cancel()
+    async def feed(self, rows: RowBatches, runner: Runner) -> None:
+        """Run ``rows`` with ``runner``, recording each outcome (``feed.RowFeed``)."""
+        await self._feed.feed(rows, runner)

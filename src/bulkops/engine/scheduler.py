@@ -4,29 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
 from bulkops.engine.chunk_claims import ChunkClaims
 from bulkops.engine.persistence import apply_change
-from bulkops.engine.processor import OperationRun, Processor
+from bulkops.engine.polling import Pollers, processing
 from bulkops.engine.reaper import Reaper
 from bulkops.engine.run import Run, StopReason
-from bulkops.engine.signals import SignalHub, deliver_signal
+from bulkops.engine.signals import SignalDelivery
 from bulkops.errors import IllegalTransition, StorageError
 from bulkops.storage import lifecycle
-from bulkops.storage.lanes import enter_processing_lane
-from bulkops.storage.lifecycle import HELD_STATUSES, OperationChange
-from bulkops.storage.ports import RowStore, WakeUps
+from bulkops.storage.lifecycle import OperationChange
+from bulkops.storage.ports import WakeUps
 from bulkops.storage.records import OperationRecord
 from bulkops.storage.wakeups import NoWakeUps
+
+if TYPE_CHECKING:
+    from bulkops.engine.processor import Processor, WholeOperation
 
 log = logging.getLogger("bulkops.engine")
 
@@ -112,7 +112,7 @@ class WorkScheduler:
         self._idle.set()
         self._known: set[UUID] = set()
         # Runs of whole operations in progress, by operation id (chunks: ``_chunks.runs``).
-        self._active: dict[UUID, tuple[OperationRun, asyncio.Task[None]]] = {}
+        self._active: dict[UUID, tuple[Run[WholeOperation], asyncio.Task[None]]] = {}
         self._reaper = Reaper(
             processor,
             self,
@@ -120,14 +120,14 @@ class WorkScheduler:
             scan_interval=config.scan_interval,
             stuck_timeout=config.stuck_timeout,
             worker_count=config.worker_count,
+            max_resumes=config.max_resumes,
         )
         self._chunks = ChunkClaims(
             processor, self._reaper, max_resumes=config.max_resumes, begin=self._begin
         )
-        self._wake = asyncio.Event()  # a wake-up notice asked to look for work
-        self._delivering: set[asyncio.Task[None]] = set()
+        self._signals = SignalDelivery(processor.stores.rows, processor.hub)
         self._keeping: asyncio.Task[None] | None = None  # keeps this process known alive
-        self._tasks: list[asyncio.Task[None]] = []
+        self._pollers = Pollers(self._outages)  # the looks for work, and their tasks
         self._started = False
         self._stopping = False
 
@@ -151,7 +151,7 @@ class WorkScheduler:
         self._begin(self._take_operation(operation_id))
 
     def _begin(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work, context=_processing())
+        task = asyncio.create_task(work, context=processing())
         self._work.add(task)
         self._idle.clear()
         task.add_done_callback(self._ended)
@@ -171,43 +171,18 @@ class WorkScheduler:
         await self._outages.quietly(self.pickup)
         await self._outages.quietly(self.scan_abandoned)
         await self._outages.quietly(self.poll_chunks)
+        pollers = self._pollers
         if config.poll_interval:
-            self._spawn(self._every(config.poll_interval, self.pickup))
-        self._spawn(self._every(config.poll_interval or config.scan_interval, self.poll_chunks))
-        self._spawn(self._chunks.equalize())
-        self._spawn(self._every(config.scan_interval, self.scan_abandoned))
-        self._spawn(self._listen(), self._answer_wake_ups())
+            pollers.every(config.poll_interval, self.pickup)
+        pollers.every(config.poll_interval or config.scan_interval, self.poll_chunks)
+        pollers.spawn(self._chunks.equalize())
+        pollers.every(config.scan_interval, self.scan_abandoned)
+        # Other processes' notices (PostgreSQL); the pollers stay the fallback.
+        pollers.spawn(self._processor.stores.wakeups.listen(pollers.noticed, self._signals.heard))
+        pollers.answer_notices(self.pickup, self.poll_chunks)
         if config.stuck_timeout:
             interval = min(max(config.stuck_timeout / 4, 0.2), 60.0)
-            self._spawn(self._every(interval, self.sweep_stuck))
-
-    async def _listen(self) -> None:
-        """Hear other processes' notices (PostgreSQL); the pollers stay the fallback."""
-        await self._processor.stores.wakeups.listen(self._wake.set, self._signalled)
-
-    async def _answer_wake_ups(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()  # notices that arrive meanwhile make one more round
-            await self._outages.quietly(self.pickup)
-            await self._outages.quietly(self.poll_chunks)
-
-    def _signalled(self, key: str) -> None:
-        stores, hub = self._processor.stores, self._processor.hub
-        if hub.waits(key):
-            task = asyncio.create_task(self._quietly_deliver(stores.rows, hub, key))
-            self._delivering.add(task)
-            task.add_done_callback(self._delivering.discard)
-
-    @staticmethod
-    async def _quietly_deliver(rows: RowStore, hub: SignalHub, key: str) -> None:
-        try:
-            await deliver_signal(rows, hub, key)
-        except StorageError:
-            pass  # the operation's signal watch finds it at its next poll
-
-    def _spawn(self, *coroutines: Coroutine[Any, Any, None]) -> None:
-        self._tasks.extend(asyncio.create_task(c, context=_processing()) for c in coroutines)
+            pollers.every(interval, self.sweep_stuck)
 
     def serves(self, record: OperationRecord) -> bool:
         """Whether this process runs operations of that name (another worker sharing this
@@ -256,11 +231,6 @@ class WorkScheduler:
         except IllegalTransition:
             return None
 
-    async def _every(self, seconds: float, action: Callable[[], Awaitable[None]]) -> None:
-        while True:
-            await asyncio.sleep(seconds)
-            await self._outages.quietly(action)
-
     async def _take_operation(self, operation_id: UUID) -> None:
         try:
             if not self._stopping:
@@ -280,9 +250,8 @@ class WorkScheduler:
         if record is None or not self.serves(record):
             return
         now = utcnow()
-        takeover, heartbeat = self._reaper.takeover(operation_id)
-        if takeover:
-            claimed = await self._take_over(record, heartbeat, now)
+        if self._reaper.to_take_over(operation_id):
+            claimed = await self._reaper.take_over(record, self._worker_id, now)
         else:
             claimed = await self._apply(
                 operation_id,
@@ -299,30 +268,8 @@ class WorkScheduler:
         task = asyncio.create_task(run.execute())
         self._active[operation_id] = (run, task)
         await task
-        if run.chunks:
-            self.offer_chunks(run.chunks)
-
-    async def _take_over(
-        self, record: OperationRecord, heartbeat: datetime | None, now: datetime
-    ) -> OperationRecord | None:
-        counts = await self._operations.counts(record.id)
-        limit = self._config.max_resumes
-
-        def change(current: OperationRecord) -> OperationChange | None:
-            if current.status not in HELD_STATUSES or current.heartbeat_at != heartbeat:
-                return None  # its holder came back, or someone else acted first
-            if current.resume_count >= limit:
-                return lifecycle.fail(current, _gave_up(current, limit), now, counts)
-            return lifecycle.take_over(current, self._worker_id, counts, now)
-
-        taken = await self._apply(record.id, change)
-        if taken is not None and taken.worker_id == self._worker_id:
-            log.warning(
-                "Resuming operation %s: its worker %s stopped responding",
-                record.id,
-                record.worker_id,
-            )
-        return taken
+        if run.scope.chunks:
+            self.offer_chunks(run.scope.chunks)
 
     async def wait_idle(self) -> None:
         """Return once nothing is queued or running (used by burst mode and tests)."""
@@ -334,7 +281,7 @@ class WorkScheduler:
         found = [*self._active, *(operation for operation, _ in self._chunks.runs)]
         return list(dict.fromkeys(found))
 
-    def _runs(self) -> list[tuple[Run, asyncio.Task[None]]]:
+    def _runs(self) -> list[tuple[Run[Any], asyncio.Task[None]]]:
         return [*self._active.values(), *self._chunks.runs.values()]
 
     async def stop(self) -> None:
@@ -343,8 +290,7 @@ class WorkScheduler:
         if self._stopping:
             return
         self._stopping = True
-        for task in self._tasks:
-            task.cancel()  # pollers and sweeper
+        self._pollers.cancel()  # pollers and sweeper
         self._chunks.stop()  # no more claims; a chunk claimed ahead is handed back
         running = [task for _, task in self._runs()]
         if running and self._config.shutdown_timeout > 0:
@@ -357,24 +303,8 @@ class WorkScheduler:
             await asyncio.gather(*remaining, return_exceptions=True)
         # Claims and turns that were starting as the stop came, then the pollers.
         await asyncio.gather(*self._work, return_exceptions=True)
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._pollers.wait_stopped()
+        await self._processor.heartbeat.close()
         await self._stop_keeping()
         if self._processor.helpers is not None:
             await self._processor.helpers.close()
-
-
-def _processing() -> contextvars.Context:
-    """A context whose tasks read in the processing lane (``storage.lanes``)."""
-    context = contextvars.copy_context()
-    context.run(enter_processing_lane)
-    return context
-
-
-def _gave_up(record: OperationRecord, limit: int) -> str:
-    return (
-        f"Processing stopped {record.resume_count + 1} times before it could finish (its "
-        f"worker crashed or lost storage each time); it is not resumed again after {limit} "
-        "resumptions"
-    )

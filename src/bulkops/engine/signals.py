@@ -125,3 +125,27 @@ async def deliver_signal(rows: RowStore, hub: SignalHub, key: str) -> bool:
     ):
         return False  # not signalled after all (or not yet visible)
     return hub.wake(key, stored)
+
+
+class SignalDelivery:
+    """Delivers the signals other processes announce (wake-up notices naming a key) to the
+    rows of this process waiting under them, each in a task of its own; a delivery that
+    storage fails is left to the operation's ``SignalWatch``."""
+
+    def __init__(self, rows: RowStore, hub: SignalHub) -> None:
+        self._rows = rows
+        self._hub = hub
+        self._delivering: set[asyncio.Task[None]] = set()
+
+    def heard(self, key: str) -> None:
+        """A notice named ``key``: deliver it when a row here waits under it."""
+        if self._hub.waits(key):
+            task = asyncio.create_task(self._quietly_deliver(key))
+            self._delivering.add(task)
+            task.add_done_callback(self._delivering.discard)
+
+    async def _quietly_deliver(self, key: str) -> None:
+        try:
+            await deliver_signal(self._rows, self._hub, key)
+        except StorageError:
+            pass  # the operation's signal watch finds it at its next poll

@@ -1,4 +1,4 @@
-"""Where finished rows go: the ``RowSink`` port, and the sink that records them.
+"""Where finished rows go: the sink that records them (a ``ports.RowSink``).
 
 The row and batch loops (``loops``) run rows and hand every outcome to a sink; they store
 nothing themselves. In the process that holds a run, the sink is a ``RecordingSink``:
@@ -11,41 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from bulkops.engine.recorder import RowRecorder
-from bulkops.engine.window import FailureBudget
 from bulkops.observability.metrics import Metrics
 from bulkops.storage.records import RowRecord
 from bulkops.storage.states import RowState
 
-
-class RowSink(Protocol):
-    """What the loops hand on, as rows finish."""
-
-    @property
-    def halted(self) -> bool:
-        """True once no further row may start (the failure budget is spent)."""
-        ...
-
-    @property
-    def ordered(self) -> bool:
-        """True when outcomes must arrive in row order, none before a row read earlier
-        (a helper's reports: the parent resumes after the last row reported). A loop then
-        holds back a row that fails while earlier rows wait for their batch."""
-        ...
-
-    def completed(self, first: int, last: int, at: datetime) -> None:
-        """Rows ``first`` to ``last`` (a span, see ``storage.spans``) completed at ``at``
-        with nothing to record but their numbers and that time."""
-
-    def record(self, record: RowRecord) -> None:
-        """A row that leaves a record: one that failed, or one with more to keep than its
-        number (its data, its business key, an earlier attempt)."""
-
-    def timed(self, latencies: Sequence[int], seconds: float) -> None:
-        """How long rows took: a count per bucket of ``metrics.ROW_BUCKETS`` (and one
-        above them), and their seconds in all."""
+if TYPE_CHECKING:
+    from bulkops.engine.ports import FailureCount, RowBuffer
 
 
 class RecordingSink:
@@ -55,11 +28,11 @@ class RecordingSink:
 
     ordered = False
 
-    def __init__(self, recorder: RowRecorder, metrics: Metrics, operation: str) -> None:
+    def __init__(self, recorder: RowBuffer, metrics: Metrics, operation: str) -> None:
         self._recorder = recorder
         self._metrics = metrics
         self._operation = operation
-        self.budget: FailureBudget | None = None
+        self.budget: FailureCount | None = None
 
     @property
     def halted(self) -> bool:

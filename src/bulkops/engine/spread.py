@@ -92,7 +92,8 @@ def fast(row_count: int, chunk_rows: int) -> bool:
 
 class Probe:
     """The first rows of an operation, ending at a row where a chunk may begin, and the
-    pace they ran at (wall time a row, at the run's concurrency). They end once
+    pace they ran at (wall time a row at the run's concurrency, or the time a row took in
+    its turns when rows run one at a time). They end once
     ``PROBE_SECONDS`` have passed, or at the last boundary within ``limit`` rows (0: no
     limit; boundaries are ``step`` rows apart)."""
 
@@ -134,9 +135,13 @@ class Probe:
                 self.rows += end - begin
                 yield batch if end - begin == len(batch) else batch[begin:end]
 
-    def ended(self) -> None:
-        """The first rows ran (every one of them finished): the pace is known."""
-        self.seconds = perf_counter() - self._started
+    def ended(self, turn_seconds: float = 0.0) -> None:
+        """The first rows ran (every one of them finished): the pace is known. Rows run one
+        at a time in turns of the process's row slots give ``turn_seconds``, the time they
+        ran in their turns: beside other operations the wall clock counts the others' turns
+        too, and would make the rest look slow enough to cut into many small chunks."""
+        wall = perf_counter() - self._started
+        self.seconds = min(wall, turn_seconds) if turn_seconds > 0 else wall
 
     async def rest(self) -> AsyncIterator[RowBatch]:
         """The batches after the first ones, for a run that goes on with them itself."""

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from bulkops.definition.operation import OperationDefinition, StepDefinition
-from bulkops.storage.records import RowRecord
+from bulkops.storage.records import StepState
 from bulkops.storage.states import RowState
 
 
-def undo_plan(definition: OperationDefinition, record: RowRecord) -> list[StepDefinition]:
+class Outcome(Protocol):
+    """What the plan reads of a row: a ``RowRecord`` or a ``RowOutcome``."""
+
+    @property
+    def state(self) -> RowState:
+        """The row's state."""
+        ...
+
+    @property
+    def steps(self) -> Sequence[StepState]:
+        """Its per-step progress (a pipeline's)."""
+        ...
+
+
+def undo_plan(definition: OperationDefinition, record: Outcome) -> list[StepDefinition]:
     """The steps to undo for a row of the undone operation, in the order they are undone
     (reverse step order): the steps it completed that define an undo. A row or batch
     operation's row has one, ``process``, when it completed and ``undo_row`` is defined."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -52,8 +53,14 @@ class FailureBudget:
 
 class Window:
     """Up to ``limit`` rows (or batches) running at once, each holding a slot, with at most
-    as many again started and waiting for a rate-limit permit; finished ones are handed to
-    ``add`` as they come in."""
+    as many again started and waiting for a rate-limit permit.
+
+    A row's outcome is handed to ``add`` the moment it finishes, whatever the producer is
+    waiting for (a slot of the process's share, room in the recorder): a finished row that
+    waited in memory until its run got its next slot would be neither stored nor counted by
+    the writer's hold, and a crash would run it again. A row that raised is handed to the
+    producer instead, which raises it at its next launch (or in ``finish``).
+    """
 
     def __init__(
         self,
@@ -68,54 +75,88 @@ class Window:
         self._slots = slots or Slots(limit)
         self._add = add
         self._recorder = recorder
-        self._in_flight: set[asyncio.Task[Result]] = set()
-        # Finished tasks arrive here, so collecting one costs the same whether ten or a
-        # thousand rows are in flight (asyncio.wait walks them all every time).
-        self._finished: asyncio.Queue[asyncio.Task[Result]] = asyncio.Queue()
+        self._in_flight: set[asyncio.Task[Result]] = set()  # started, outcome not handed on
+        self._raised: deque[asyncio.Task[Result]] = deque()  # ended with an exception
+        self._settled = asyncio.Event()  # a task left ``_in_flight`` or raised
 
     async def launch(self, work: Coroutine[Any, Any, Result]) -> None:
         """Start ``work`` once a slot is free (closed unstarted if the wait is cancelled)."""
         try:
             while len(self._in_flight) >= self._backlog:
-                await self._collect()
-            self._collect_ready()
-            await self._slots.take()
+                await self._settle()
+            self._raise_failed()
+            await self._take_slot()
         except BaseException:
             work.close()
             raise
         task = asyncio.create_task(self._holding_a_slot(work))
-        task.add_done_callback(self._finished.put_nowait)
+        task.add_done_callback(self._ended)
         self._in_flight.add(task)
         if self._recorder.full:
             await self._recorder.wait_room()
 
+    async def _take_slot(self) -> None:
+        """Take a slot while the writer lets the producer on: no slot is taken while it
+        holds the producer, and one that came free while the hold began is given back."""
+        while True:
+            if self._recorder.full:
+                await self._recorder.wait_room()
+            await self._slots.take()
+            if not self._recorder.full:
+                return
+            self._slots.give()
+
     async def _holding_a_slot(self, work: Coroutine[Any, Any, Result]) -> Result:
         started = time.perf_counter()
         try:
-            return await work
+            result = await work
+            # Handed on before the slot is free: the writer's hold counts the row as
+            # unstored from the moment it stops counting as running, never neither.
+            task = asyncio.current_task()
+            if task in self._in_flight:
+                self._in_flight.discard(task)
+                self._hand_on(result)
+            return result
         finally:
             self._slots.give()
             if self._timer is not None:
                 self._timer(time.perf_counter() - started)
 
+    def _ended(self, task: asyncio.Task[Result]) -> None:
+        """A task ended: its outcome goes on now; an exception waits for the producer."""
+        if task in self._in_flight:  # not handed on already (by the task, or ``cancel``)
+            if task.cancelled() or task.exception() is not None:
+                self._raised.append(task)
+            else:
+                self._take(task)
+        self._settled.set()
+
     def _take(self, task: asyncio.Task[Result]) -> None:
         self._in_flight.discard(task)
-        result = task.result()
+        self._hand_on(task.result())
+
+    def _hand_on(self, result: Result) -> None:
         for record in result if isinstance(result, list) else (result,):
             self._add(record)
 
-    def _collect_ready(self) -> None:
-        while not self._finished.empty():
-            self._take(self._finished.get_nowait())
+    def _raise_failed(self) -> None:
+        """Raise the exception of a task that ended with one."""
+        while self._raised:
+            task = self._raised.popleft()
+            if task in self._in_flight:
+                self._take(task)
 
-    async def _collect(self) -> None:
-        self._take(await self._finished.get())
-        self._collect_ready()
+    async def _settle(self) -> None:
+        """Wait until a task ends (its outcome handed on, or its exception raised)."""
+        self._raise_failed()
+        self._settled.clear()
+        await self._settled.wait()
+        self._raise_failed()
 
     async def finish(self) -> None:
         """Wait for everything started."""
         while self._in_flight:
-            await self._collect()
+            await self._settle()
 
     async def cancel(self) -> None:
         """Stop what is still running, keeping what it finished."""
@@ -124,6 +165,7 @@ class Window:
         for task in list(self._in_flight):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            if not task.cancelled():
+            if not task.cancelled() and task in self._in_flight:
                 self._take(task)
         self._in_flight.clear()
+        self._raised.clear()

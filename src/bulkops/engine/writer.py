@@ -15,14 +15,16 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from bulkops.engine.persistence import StorageRetry
 from bulkops.errors import StorageUnavailable
 from bulkops.observability.metrics import Metrics
 from bulkops.storage.ports import RowStore
 from bulkops.storage.records import ProgressDelta, RowWrite
 from bulkops.storage.states import OperationStatus
+
+if TYPE_CHECKING:
+    from bulkops.engine.persistence import StorageRetry
 
 log = logging.getLogger("bulkops.engine")
 
@@ -80,7 +82,8 @@ class RowWriter:
     ``running`` reach the sum of its recorders' ``hold_after``, at most ``most_unstored``
     (the process's row slots): a row that finishes during a slow write keeps its slot
     until it is stored, so a crash then costs at most about the rows of the process's slots,
-    running or finished, not all that ran meanwhile.
+    running or finished, not all that ran meanwhile. After a slow write, a write of fewer
+    rows than that limit is held so from its start.
 
     A write that fails for another reason than unreachable storage is tried again run by
     run, so one run's bad rows fail that run only; a recorder whose rows could not be
@@ -107,7 +110,8 @@ class RowWriter:
         self._task: asyncio.Task[None] | None = None
         self._buffered = 0  # rows buffered by every recorder, not yet in a write
         self._in_write = 0  # rows of the write in flight
-        self._slow = False  # the write in flight is slow
+        self._slow = False  # the write in flight is slow (or held from its start)
+        self._after_slow = False  # the last write was slow
         self._stalled = False  # the write in flight met an unreachable storage
 
     @property
@@ -122,7 +126,8 @@ class RowWriter:
 
     @property
     def slow(self) -> bool:
-        """The write in flight has taken longer than ``SLOW_WRITE``."""
+        """The write in flight has taken longer than ``SLOW_WRITE``, or is held from its
+        start after a slow one."""
         return self._slow
 
     def join(self, recorder: Recorder) -> None:
@@ -195,15 +200,22 @@ class RowWriter:
             rows = sum(part.rows for _, part in batch)
             self._buffered -= rows
             self._in_write = rows
+            # After a slow write, one of fewer rows than the limit (rows slower than the
+            # writes) is held from its start, not once it is slow: rows that start in its
+            # first SLOW_WRITE would finish unstored during it. A larger one (fast rows,
+            # whose write alone passes the limit) lets the producers refill meanwhile.
+            self._slow = self._after_slow and rows < self._limit
             self._refresh()  # the producers refill their buffers during the write
             timer = None
             if self._limit:
                 timer = asyncio.get_running_loop().call_later(SLOW_WRITE, self._overdue)
+            began = time.perf_counter()
             try:
                 outcomes = await self._store([part.write for _, part in batch])
             finally:
                 if timer is not None:
                     timer.cancel()
+                self._after_slow = time.perf_counter() - began >= SLOW_WRITE
                 self._slow, self._in_write = False, 0
             for (recorder, part), outcome in zip(batch, outcomes, strict=True):
                 recorder.stored(part, outcome)

@@ -26,7 +26,7 @@ from bulkops.formats.workbook import WorkbookStream
 from bulkops.storage.ports import OperationStore, RowStore
 from bulkops.storage.records import ReportValues, RowRecord
 from bulkops.storage.states import ErrorType, RowState
-from bulkops.wire import escape_formula
+from bulkops.wire import escape_cells
 
 # Row records fetched per storage round trip, and rows scanned between two chunks (a
 # report's rows come in batches of as many).
@@ -390,7 +390,7 @@ class _CsvBuffer:
 
     def writerow(self, cells: Sequence[Any]) -> None:
         # Every cell, header included: a spreadsheet runs a formula wherever it is.
-        self._writer.writerow([escape_formula(c) for c in cells] if self._escape else cells)
+        self._writer.writerow(escape_cells(cells) if self._escape else cells)
 
     def take(self) -> str | bytes:
         text = self._buffer.getvalue()

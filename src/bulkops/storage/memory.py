@@ -38,6 +38,7 @@ from bulkops.storage.records import (
     RetryRequest,
     RetrySnapshot,
     RetryStart,
+    RowOutcome,
     RowQuery,
     RowRecord,
     RowWrite,
@@ -519,23 +520,30 @@ class MemoryStore:
         stale_before: datetime,
         alive: Collection[str] = (),
         alive_before: datetime | None = None,
+        exclude: Collection[UUID] = (),
     ) -> int:
-        """How many chunks could be claimed now."""
-        return sum(1 for _ in self._claimable_chunks(names, stale_before, alive, alive_before))
+        """How many chunks could be claimed now (of operations not in ``exclude``)."""
+        found = self._claimable_chunks(names, stale_before, alive, alive_before)
+        return sum(1 for chunk in found if chunk.operation_id not in exclude)
 
     async def get_chunk(self, operation_id: UUID, index: int) -> ChunkRecord | None:
         """One chunk, or None."""
         return self._chunks.get(operation_id, {}).get(index)
 
-    async def heartbeat_chunk(
-        self, operation_id: UUID, index: int, worker_id: str, now: datetime
-    ) -> bool:
-        """Renew the chunk's heartbeat while ``worker_id`` holds it."""
-        chunk = self._chunks.get(operation_id, {}).get(index)
-        if chunk is None or chunk.state is not ChunkState.RUNNING or chunk.worker_id != worker_id:
-            return False
-        self._chunks[operation_id][index] = replace(chunk, heartbeat_at=now)
-        return True
+    async def heartbeat_chunks(
+        self, held: Collection[tuple[UUID, int]], worker_id: str, now: datetime
+    ) -> set[tuple[UUID, int]]:
+        """Renew the heartbeat of the chunks ``worker_id`` still holds among ``held``."""
+        beaten: set[tuple[UUID, int]] = set()
+        for operation_id, index in held:
+            chunk = self._chunks.get(operation_id, {}).get(index)
+            if chunk is None or chunk.state is not ChunkState.RUNNING:
+                continue
+            if chunk.worker_id != worker_id:
+                continue
+            self._chunks[operation_id][index] = replace(chunk, heartbeat_at=now)
+            beaten.add((operation_id, index))
+        return beaten
 
     async def end_chunk(
         self, operation_id: UUID, index: int, worker_id: str, *, done: bool
@@ -623,6 +631,26 @@ class MemoryStore:
         batch: builtins.list[ReportValues] = []
         async for row in self.iterate(operation_id, batch_size=batch_size, states=states):
             batch.append(report_values(row))
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    async def outcome_batches(
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        states: Collection[RowState] | None = None,
+        after: int = 0,
+    ) -> AsyncIterator[builtins.list[RowOutcome]]:
+        """The row outcomes of ``iterate``'s rows, in batches."""
+        batch: builtins.list[RowOutcome] = []
+        rows = self.iterate(operation_id, batch_size=batch_size, states=states, after=after)
+        async for row in rows:
+            outcome = RowOutcome(row.row_number, row.state, row.row_id, row.row_data, row.steps)
+            batch.append(outcome)
             if len(batch) == batch_size:
                 yield batch
                 batch = []

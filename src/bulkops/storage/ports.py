@@ -35,6 +35,7 @@ from bulkops.storage.records import (
     RetryRequest,
     RetrySnapshot,
     RetryStart,
+    RowOutcome,
     RowQuery,
     RowRecord,
     RowWrite,
@@ -186,16 +187,20 @@ class ChunkStore(Protocol):
         stale_before: datetime,
         alive: Collection[str] = (),
         alive_before: datetime | None = None,
+        exclude: Collection[UUID] = (),
     ) -> int:
-        """How many chunks ``claim_chunk`` could claim now (with the same ``alive``)."""
+        """How many chunks ``claim_chunk`` could claim now (with the same ``alive`` and
+        ``exclude``)."""
 
     async def get_chunk(self, operation_id: UUID, index: int) -> ChunkRecord | None:
         """One chunk, or None."""
 
-    async def heartbeat_chunk(
-        self, operation_id: UUID, index: int, worker_id: str, now: datetime
-    ) -> bool:
-        """Renew the chunk's heartbeat; False when ``worker_id`` no longer holds it."""
+    async def heartbeat_chunks(
+        self, held: Collection[tuple[UUID, int]], worker_id: str, now: datetime
+    ) -> set[tuple[UUID, int]]:
+        """Renew the heartbeat of the chunks ``held`` (operation id, chunk index) that
+        ``worker_id`` still holds, in one statement; returns those (the others it no
+        longer holds)."""
 
     async def end_chunk(
         self, operation_id: UUID, index: int, worker_id: str, *, done: bool
@@ -306,6 +311,18 @@ class RowStore(Protocol):
         """The ``report_values`` of every row record of an operation (or those in
         ``states``) by row number, a batch at a time: what ``iterate`` yields, without
         building a record per row."""
+
+    def outcome_batches(
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        states: Collection[RowState] | None = None,
+        after: int = 0,
+    ) -> AsyncIterator[list[RowOutcome]]:
+        """What every row of an operation above row ``after`` (or those in ``states``)
+        did, as ``RowOutcome`` by row number, a batch at a time: the fields of ``iterate``'s
+        records an undo reads, without building a record per row."""
 
     async def fix_row(
         self,

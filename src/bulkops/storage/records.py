@@ -178,6 +178,22 @@ ReportValues = tuple[
 ]
 
 
+# What an undo reads of each row of the operation it undoes (``RowStore.outcome_batches``),
+# in this order: what the row did and the data it ran with, without a RowRecord per row.
+OUTCOME_FIELDS = ("row_number", "state", "row_id", "row_data", "steps")
+
+
+class RowOutcome(NamedTuple):
+    """What one row of an operation did, as its undo reads it: its number, state,
+    business key, kept data and per-step progress (a pipeline's; empty otherwise)."""
+
+    row_number: int
+    state: RowState
+    row_id: str | None
+    row_data: dict[str, Any] | None
+    steps: list[StepState]
+
+
 def report_values(row: RowRecord) -> ReportValues:
     """The ``REPORT_FIELDS`` of a row record (states and error types as their text)."""
     return (

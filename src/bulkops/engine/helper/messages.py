@@ -5,7 +5,8 @@ and a pickle. Both ends are this package, started by one another over private pi
 
 The parent sends ``Hello`` once, then a ``Job`` at a time, and ``Stop`` to end a job
 early; the helper answers ``Ready`` to the hello, ``Progress`` while a job runs and
-``Finished`` at its end (after a stop too).
+``Finished`` at its end (after a stop too). ``HelperLost`` is what the parent hears when
+the helper stops answering.
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ class Finished:
 
 
 Message = Hello | Ready | Job | Stop | Progress | Finished
+
+
+class HelperLost(Exception):
+    """The helper process exited, or stopped answering, during a job."""
 
 
 async def send(writer: asyncio.StreamWriter, message: Message) -> None:

@@ -19,20 +19,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import sys
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from bulkops.definition.operation import OperationDefinition
+from bulkops.engine.helper.inboxes import JobInboxes, OpenJob
+from bulkops.engine.helper.launch import end, kill, launch
 from bulkops.engine.helper.messages import (
     Finished,
     Hello,
+    HelperLost,
     Job,
     Message,
     Progress,
-    Ready,
     Stop,
     receive,
     send,
@@ -41,12 +41,10 @@ from bulkops.engine.helper.messages import (
 
 log = logging.getLogger("bulkops.engine")
 
-START_TIMEOUT = 60.0  # seconds for a helper to import its operations
 STOP_TIMEOUT = 10.0  # seconds for a stopped job to report its last rows
 # Seconds a job may wait in a helper behind the jobs before it; longer, and its rows run
 # in-process instead (a job queued behind a slow or stuck row is withdrawn).
 PATIENCE = 1.0
-CLOSE_TIMEOUT = 5.0  # seconds for a helper to exit once its stdin closes
 MAX_START_FAILURES = 3  # helpers that could not start before the pool gives up
 
 
@@ -71,37 +69,13 @@ def runs_in_helper(
     )
 
 
-class HelperLost(Exception):
-    """The helper process exited, or stopped answering, during a job."""
-
-
-class _Open:
-    """A job submitted to a helper and not finished: its messages as the reader hands them
-    over, and how far its rows went."""
-
-    __slots__ = ("finished", "heard", "inbox", "job", "taken", "upto")
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        self.inbox: asyncio.Queue[Progress | Finished | HelperLost] = asyncio.Queue()
-        self.taken = asyncio.Event()  # a message was taken out of the inbox
-        self.upto = job.chunk.first_row - 1  # rows reported so far
-        self.heard = False  # a message of it came: it started (or was answered)
-        self.finished = False  # its Finished came (its follower may not have read it yet)
-
-    @property
-    def remaining(self) -> int:
-        return self.job.chunk.first_row + self.job.chunk.row_count - 1 - self.upto
-
-
 class RowHelper:
     """One helper process, running one job at a time; the jobs sent while one runs wait
     in the helper and start in the order they were sent.
 
-    One reader task reads every message of the helper and hands it to its job's inbox, so
-    each job's messages are read by its own follower, whatever the jobs before it do. The
-    reader reads a job's next message only once its follower took the one before (and
-    made room for it): a slow recorder slows the helper down rather than fill memory.
+    One reader task reads every message of the helper and hands it to its job's inbox
+    (``JobInboxes``), so each job's messages are read by its own follower, whatever the
+    jobs before it do.
     """
 
     def __init__(self, pool: RowHelpers, process: asyncio.subprocess.Process) -> None:
@@ -113,12 +87,9 @@ class RowHelper:
         self._broken = False
         self._jobs = 0  # jobs given so far: the next one's id
         self._holders = 0  # jobs submitted and not released
-        self._open: dict[int, _Open] = {}  # by job id, in the order sent
+        self._inboxes = JobInboxes()  # the jobs sent and not finished, and the pace
         self._reading: asyncio.Task[None] | None = None
         self._loss: HelperLost | None = None
-        self._heard_at = 0.0  # when it last reported (or was given a job while idle)
-        self._rate: float | None = None  # rows per second of its recent reports
-        self._room_wait = False  # the reader waits for a follower to take a message
 
     @property
     def pid(self) -> int:
@@ -132,34 +103,12 @@ class RowHelper:
 
     @classmethod
     async def start(cls, pool: RowHelpers, hello: Hello) -> RowHelper:
-        """Start a helper and wait until it has loaded the operations.
+        """Start a helper and wait until it has loaded the operations (``launch``).
 
         Raises:
             HelperLost: it exited or failed to load them.
         """
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bulkops.engine.helper.process",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        helper = cls(pool, process)
-        try:
-            async with asyncio.timeout(START_TIMEOUT):
-                await helper._send(hello)
-                ready = await receive(helper._reader)
-        except (HelperLost, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            await helper.close()
-            raise HelperLost(f"did not start: {exc or 'timed out'}") from None
-        except BaseException:  # cancelled: leave no process behind
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            raise
-        if not isinstance(ready, Ready) or ready.error is not None:
-            await helper.close()
-            error = ready.error if isinstance(ready, Ready) else type(ready).__name__
-            raise HelperLost(f"could not load the operations: {error}")
+        helper = cls(pool, await launch(hello))
         helper._reading = asyncio.create_task(helper._read())
         return helper
 
@@ -182,13 +131,11 @@ class RowHelper:
         self._jobs += 1
         self._holders += 1
         job = replace(job, id=self._jobs)
-        if all(entry.finished for entry in self._open.values()):
-            self._heard_at = time.monotonic()  # idle until now: its silence starts here
-        self._open[job.id] = _Open(job)
+        self._inboxes.add(job)
         try:
             await self._send(job)
         except HelperLost:
-            self._forget(job.id)
+            self._inboxes.forget(job.id)
             raise
         except asyncio.CancelledError:
             # Cancelled while the pipe was full: the job is in the buffer and will arrive.
@@ -196,7 +143,7 @@ class RowHelper:
             # held for it.
             with contextlib.suppress(ConnectionError, RuntimeError):
                 write(self._writer, Stop(job.id))
-            self._forget(job.id)
+            self._inboxes.forget(job.id)
             self.release()
             raise
         return job
@@ -217,7 +164,7 @@ class RowHelper:
             HelperLost: the helper exited or broke the protocol; what it reported before
                 was taken.
         """
-        entry = self._open.get(job.id)
+        entry = self._inboxes.open.get(job.id)
         if entry is None:
             raise self._loss or HelperLost("the job is not open")
         try:
@@ -225,21 +172,21 @@ class RowHelper:
             while not isinstance(message, Finished):
                 take(message)
                 await room()
-                message = await self._next(entry)
-            self._forget(job.id)
+                message = await entry.next()
+            self._inboxes.forget(job.id)
             return message
         except asyncio.CancelledError:
             await self.abandon(job, take)
             raise
         except HelperLost:
-            self._forget(job.id)
+            self._inboxes.forget(job.id)
             raise
         except BaseException:  # the recorder gave up, say: the job must not run on
             self._kill()
-            self._forget(job.id)
+            self._inboxes.forget(job.id)
             raise
 
-    async def _first(self, entry: _Open) -> Progress | Finished:
+    async def _first(self, entry: OpenJob) -> Progress | Finished:
         """The job's first message. While the jobs ahead of it would take longer than
         ``PATIENCE``, the job is withdrawn: told to stop, which the helper answers at once
         for a job that has not started (it never will), and as for any stop for one that
@@ -247,7 +194,7 @@ class RowHelper:
         while not entry.heard:
             try:
                 async with asyncio.timeout(PATIENCE / 4):
-                    return await self._next(entry)
+                    return await entry.next()
             except TimeoutError:
                 if not entry.heard and self._backlog(before=entry.job.id) > PATIENCE:
                     log.info(
@@ -261,14 +208,7 @@ class RowHelper:
                     with contextlib.suppress(HelperLost):  # lost: its inbox says so
                         await self._send(Stop(entry.job.id, withdraw=True))
                     break
-        return await self._next(entry)
-
-    async def _next(self, entry: _Open) -> Progress | Finished:
-        message = await entry.inbox.get()
-        entry.taken.set()
-        if isinstance(message, HelperLost):
-            raise message
-        return message
+        return await entry.next()
 
     async def abandon(self, job: Job, take: Callable[[Progress], None]) -> None:
         """Tell the helper to stop a submitted job (or never start it), and take what it
@@ -280,7 +220,7 @@ class RowHelper:
                 await asyncio.shield(stopping)
 
     async def _stop(self, job: Job, take: Callable[[Progress], None]) -> None:
-        entry = self._open.get(job.id)
+        entry = self._inboxes.open.get(job.id)
         if entry is None:
             return
         try:
@@ -292,9 +232,9 @@ class RowHelper:
             while True:
                 try:
                     async with asyncio.timeout(1.0):
-                        message = await self._next(entry)
+                        message = await entry.next()
                 except TimeoutError:
-                    if self._quiet() > STOP_TIMEOUT:
+                    if self._inboxes.quiet() > STOP_TIMEOUT:
                         raise
                     continue
                 if isinstance(message, Finished):
@@ -304,7 +244,7 @@ class RowHelper:
             log.warning("A stopped row helper did not report its last rows; ending it")
             self._kill()
         finally:
-            self._forget(job.id)
+            self._inboxes.forget(job.id)
 
     @property
     def jobs(self) -> int:
@@ -318,24 +258,7 @@ class RowHelper:
         return self._backlog(before=None)
 
     def _backlog(self, *, before: int | None) -> float:
-        ahead = [
-            entry
-            for entry in self._open.values()
-            if not entry.finished and (before is None or entry.job.id < before)
-        ]
-        if not ahead:
-            return 0.0
-        # Reports come every report interval at least while rows finish.
-        patience = max(PATIENCE, *(2 * entry.job.report_interval for entry in ahead))
-        if self._quiet() > patience:
-            return math.inf
-        if self._rate is None:
-            return 0.0  # started it a moment ago: no pace yet
-        return sum(entry.remaining for entry in ahead) / self._rate
-
-    def _quiet(self) -> float:
-        """Seconds the helper said nothing while the reader was ready to listen."""
-        return 0.0 if self._room_wait else time.monotonic() - self._heard_at
+        return self._inboxes.backlog(before=before, patience=PATIENCE)
 
     def release(self) -> None:
         """A job submitted here ended: once none is left, hand the helper back to its pool
@@ -347,22 +270,14 @@ class RowHelper:
     async def close(self) -> None:
         """Close its stdin (it exits at once, even mid-job) and wait for it to end."""
         self._broken = True
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            self._writer.close()
-        try:
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                await self._process.wait()
-        except TimeoutError:
-            self._process.kill()
-            await self._process.wait()
+        await end(self._process)
         if self._reading is not None:  # it may wait for room in a job nobody follows
             self._reading.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reading
         if self._loss is None:  # the followers of jobs still open hear of it
             self._loss = HelperLost("closed")
-            for entry in self._open.values():
-                entry.inbox.put_nowait(self._loss)
+            self._inboxes.lose(self._loss)
 
     async def _send(self, message: Message) -> None:
         if self._loss is not None:
@@ -373,64 +288,24 @@ class RowHelper:
             raise self._lost(f"its pipe closed: {exc}") from None
 
     async def _read(self) -> None:
-        """Hand every message to its job's inbox (those of jobs no longer open are passed
-        over), until the helper exits; then every open job hears that it was lost."""
+        """Hand every message to its job's inbox until the helper exits; then every open
+        job hears that it was lost."""
         try:
             while True:
                 message = await receive(self._reader)
                 if not isinstance(message, Progress | Finished):
                     raise ValueError(f"unexpected {type(message).__name__}")
-                self._heard(message)
-                entry = self._open.get(message.job)
-                if entry is None:
-                    continue
-                entry.heard = True
-                entry.inbox.put_nowait(message)
-                if entry.inbox.qsize() > 1:
-                    self._room_wait = True
-                    while entry.inbox.qsize() > 1 and self._open.get(message.job) is entry:
-                        entry.taken.clear()
-                        await entry.taken.wait()
-                    self._room_wait = False
-                    self._heard_at = time.monotonic()  # listening again: silence from now
+                await self._inboxes.deliver(message)
         except (asyncio.IncompleteReadError, ConnectionError):
             loss = self._lost("it exited")
         except Exception as exc:
             loss = self._lost(f"unreadable message: {exc}")
         self._loss = loss
-        for entry in self._open.values():
-            entry.inbox.put_nowait(loss)
-
-    def _heard(self, message: Progress | Finished) -> None:
-        """Note the helper's pace from a report. The end of a job that never started (a
-        withdrawn one) says nothing of it: the job running may still be stuck."""
-        now = time.monotonic()
-        entry = self._open.get(message.job)
-        if isinstance(message, Finished):
-            head = next((each for each in self._open.values() if not each.finished), None)
-            if entry is None or entry is head:
-                self._heard_at = now
-            if entry is not None:
-                entry.finished = True
-            return
-        if entry is not None:
-            rows = message.upto - entry.upto
-            entry.upto = message.upto
-            if rows > 0 and message.seconds > 0:  # the rows' own time, in the helper
-                rate = rows / message.seconds
-                self._rate = rate if self._rate is None else (self._rate + rate) / 2
-        self._heard_at = now
-
-    def _forget(self, job_id: int) -> None:
-        """Its messages are all read (or never will be)."""
-        entry = self._open.pop(job_id, None)
-        if entry is not None:
-            entry.taken.set()  # a reader waiting for room goes on
+        self._inboxes.lose(loss)
 
     def _kill(self) -> None:
         self._broken = True
-        with contextlib.suppress(ProcessLookupError):
-            self._process.kill()
+        kill(self._process)
 
     def _lost(self, reason: str) -> HelperLost:
         self._kill()

@@ -69,23 +69,12 @@ POSTGRES_STAGING = (
     + ") ON COMMIT DELETE ROWS"
 )
 POSTGRES_COPY = f"COPY {_STAGING} ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY)"
-# Empties the staging table before a second COPY in one transaction (commit empties it
-# otherwise), so a merge takes only the rows of its own write.
-POSTGRES_UNSTAGE = f"DELETE FROM {_STAGING}"
 _JSON_COLUMNS = ("row_data", "steps")
 POSTGRES_MERGE = (
     f"INSERT INTO row_records ({_COLUMN_LIST}) SELECT "
     + ", ".join(f"{name}::jsonb" if name in _JSON_COLUMNS else name for name in ROW_COLUMNS)
     + f" FROM {_STAGING} {_CONFLICT}"
 )
-
-
-def copy_rows(operation_id: UUID, rows: Sequence[RowRecord]) -> list[tuple[Any, ...]]:
-    """The driver tuples that COPY writes for ``rows``: the last of each row number only,
-    which is what consecutive upserts would have left (one statement cannot update a
-    row twice)."""
-    latest = {values[1]: values for values in postgres_rows(operation_id, rows)}
-    return list(latest.values())
 
 
 def postgres_upsert(operation_id: UUID, rows: Sequence[RowRecord]) -> tuple[str, Any]:

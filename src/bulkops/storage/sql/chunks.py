@@ -20,6 +20,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -149,6 +150,13 @@ class ChunkMethods(SqlBase):
             .order_by(_o.priority.desc(), _o.created_at, _c.operation_id, _c.chunk_index)
             .limit(1)
         )
+        if self._db.dialect.name == "sqlite":
+            # One writer at a time on SQLite: a claim that finds nothing (most often a
+            # process looking for a chunk of another operation) takes no write lock from
+            # the row writes of every process. The write below looks again.
+            async with self._db.read() as conn:
+                if (await conn.execute(pick)).first() is None:
+                    return None
         pick = self._db.dialect.skip_locked(pick, of=chunks)
         async with self._db.write() as conn:
             found = (await conn.execute(pick)).first()
@@ -181,15 +189,19 @@ class ChunkMethods(SqlBase):
         stale_before: datetime,
         alive: Collection[str] = (),
         alive_before: datetime | None = None,
+        exclude: Collection[UUID] = (),
     ) -> int:
-        """How many chunks could be claimed now."""
+        """How many chunks could be claimed now (of operations not in ``exclude``)."""
         if not names:
             return 0
+        conditions = _claimable(names, stale_before, alive, alive_before)
+        if exclude:
+            conditions.append(_c.operation_id.not_in(sorted(exclude)))
         stmt = (
             select(func.count())
             .select_from(chunks)
             .join(operations, _o.id == _c.operation_id)
-            .where(*_claimable(names, stale_before, alive, alive_before))
+            .where(*conditions)
         )
         async with self._db.read() as conn:
             return int((await conn.execute(stmt)).scalar_one())
@@ -199,13 +211,25 @@ class ChunkMethods(SqlBase):
         async with self._db.read() as conn:
             return await _fetch(conn, operation_id, index)
 
-    async def heartbeat_chunk(
-        self, operation_id: UUID, index: int, worker_id: str, now: datetime
-    ) -> bool:
-        """Renew the chunk's heartbeat while ``worker_id`` holds it."""
-        stmt = update(chunks).where(*_held(operation_id, index, worker_id)).values(heartbeat_at=now)
+    async def heartbeat_chunks(
+        self, held: Collection[tuple[UUID, int]], worker_id: str, now: datetime
+    ) -> set[tuple[UUID, int]]:
+        """Renew the heartbeat of the chunks ``worker_id`` still holds among ``held``."""
+        if not held:
+            return set()
+        stmt = (
+            update(chunks)
+            .where(
+                tuple_(_c.operation_id, _c.chunk_index).in_(list(held)),
+                _c.worker_id == worker_id,
+                _c.state == ChunkState.RUNNING,
+            )
+            .values(heartbeat_at=now)
+            .returning(_c.operation_id, _c.chunk_index)
+        )
         async with self._db.write() as conn:
-            return bool((await conn.execute(stmt)).rowcount)
+            rows = (await conn.execute(stmt)).all()
+        return {(row[0], row[1]) for row in rows}
 
     async def end_chunk(
         self, operation_id: UUID, index: int, worker_id: str, *, done: bool

@@ -23,6 +23,7 @@ from bulkops.storage.records import (
     EventRecord,
     OperationRecord,
     ReportValues,
+    RowOutcome,
     RowRecord,
     StepState,
 )
@@ -220,6 +221,23 @@ def report_decoder() -> Callable[[Any], ReportValues]:
     def decode(values: Any) -> ReportValues:
         *first, completed_at = values
         return (*first, stamp(completed_at))
+
+    return decode
+
+
+def outcome_decoder() -> Callable[[Any], RowOutcome]:
+    """Decode driver tuples of ``OUTCOME_FIELDS`` into row outcomes."""
+    states = _STATES
+
+    def decode(values: Any) -> RowOutcome:
+        number, state_text, row_id, data, steps = values
+        return RowOutcome(
+            number,
+            states[state_text],
+            row_id,
+            None if data is None else _json(data),
+            [StepState.from_json(s) for s in _json(steps)] if steps else [],
+        )
 
     return decode
 

@@ -223,8 +223,12 @@ def engine_arguments(
     return arguments
 
 
-# The API's reader threads yield the CPU to processing when cores are short: many clients
-# reading in closed loops otherwise take the cores from the rows (``storage.lanes``).
+# The API's reader threads of a process that also processes rows yield the CPU to that
+# processing when cores are short: many clients reading in closed loops otherwise take the
+# cores from the rows (``storage.lanes``). A process that only answers requests (``serve``'s
+# HTTP process beside its worker processes, ``--role api``) keeps them at its own priority:
+# a lowered reader thread would hold the interpreter lock while it waits for a core, and
+# every request of the process would wait with it.
 READER_NICE = 5
 
 
@@ -416,6 +420,7 @@ class Database:
         sqlite_path: str | None = None,
         busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
         timeout: float | None = None,
+        processing_here: bool = True,
     ) -> None:
         self._engine = engine
         # PostgreSQL: seconds a transaction may take before it fails as unavailable (None:
@@ -425,14 +430,15 @@ class Database:
         self._writer = self._reader = self._pager = None
         self._lane_reader = self._lane_pager = None
         if sqlite_path:
+            nice = READER_NICE if processing_here else 0
             self._writer = _SqliteThread(sqlite_path, write=True, busy_timeout_ms=busy_timeout_ms)
             self._reader = _SqliteThread(
-                sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms, nice=READER_NICE
+                sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms, nice=nice
             )
             # Pages (several statements a hop) read on a thread of their own, so that the
             # one-statement reads (a status) never queue behind them.
             self._pager = _SqliteThread(
-                sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms, nice=READER_NICE
+                sqlite_path, write=False, busy_timeout_ms=busy_timeout_ms, nice=nice
             )
             # The same two for processing (``storage.lanes``): its reads never queue behind
             # those of the API's readers.
@@ -472,6 +478,7 @@ class Database:
         sqlite_busy_timeout: float | None = None,
         pool_size: int | None = None,
         timeout: float | None = None,
+        processing_here: bool = True,
     ) -> Database:
         """Create the engine for a database URL (see ``parse_url``). Connects lazily.
 
@@ -483,6 +490,8 @@ class Database:
             pool_size: PostgreSQL connections kept open (default: SQLAlchemy's 5).
             timeout: PostgreSQL: seconds a connection attempt or a transaction may take,
                 and after which a silent peer is given up (None or 0: no limit).
+            processing_here: this process processes rows as well as answering reads
+                (SQLite: the API's reader threads then yield the CPU to processing).
         """
         parsed = parse_url(url, asynchronous=True)
         arguments = engine_arguments(parsed, pool_size, timeout)
@@ -492,7 +501,12 @@ class Database:
             if sqlite_busy_timeout is not None:
                 busy = int(sqlite_busy_timeout * 1000)
             configure_sqlite(engine.sync_engine, busy)
-            return cls(engine, sqlite_path=parsed.database, busy_timeout_ms=busy)
+            return cls(
+                engine,
+                sqlite_path=parsed.database,
+                busy_timeout_ms=busy,
+                processing_here=processing_here,
+            )
         configure_postgres(engine.sync_engine)
         return cls(engine, timeout=timeout or None)
 

@@ -23,6 +23,7 @@ from bulkops.storage.records import (
     EventRecord,
     OperationRecord,
     ReportValues,
+    RowOutcome,
     RowRecord,
     WaitOutcome,
 )
@@ -122,6 +123,12 @@ class Dialect(Protocol):
         self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
     ) -> list[ReportValues]:
         """The report values of ``read_batch``'s rows."""
+        ...
+
+    async def read_outcome_batch(
+        self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+    ) -> list[RowOutcome]:
+        """The row outcomes of ``read_batch``'s rows."""
         ...
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:

@@ -1,11 +1,15 @@
 """Schema migrations: Alembic, configured in code, run under a cross-process lock.
 
 Alembic is imported only by ``migrate`` and ``alembic_config``: the schema checks of a
-process that does not migrate read the revisions from the migration files (``revisions``).
+process that does not migrate read the revisions from the migration files (``revisions``),
+and ``serve`` migrates a new database in a child process (``migrate_apart``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+MIGRATE_APART_TIMEOUT = 600.0  # seconds ``migrate_apart`` waits for its child process
 
 # Key of the PostgreSQL advisory lock that serialises concurrent migrate() calls
 # (an arbitrary constant: the bytes of "bulkops" read as an integer).
@@ -99,6 +104,19 @@ def migrate(url: str) -> None:
         raise StorageError(f"migration failed: {describe_error(exc)}") from exc
     finally:
         engine.dispose()
+
+
+def migrate_apart(url: str, found: str | None) -> None:
+    """``migrate`` in a child process when the database at ``url`` (at revision ``found``)
+    is behind the code, so that a long-lived caller never holds Alembic in its memory
+    (about 10 MB: ``serve``'s HTTP process on a new database). Best effort: a failure is
+    left for the caller's own ``migrate`` to meet and report."""
+    if found == head_revision():
+        return
+    code = "import sys; from bulkops.storage.sql.migrate import migrate; migrate(sys.argv[1])"
+    command = [sys.executable, "-c", code, url]
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(command, capture_output=True, check=False, timeout=MIGRATE_APART_TIMEOUT)
 
 
 def _upgrade(connection: Connection) -> None:

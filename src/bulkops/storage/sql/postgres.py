@@ -9,15 +9,16 @@ from uuid import UUID
 
 from sqlalchemy import Engine, Insert, Select, Table, event, select, text
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
+    OUTCOME_FIELDS,
     REPORT_FIELDS,
     EventRecord,
     OperationRecord,
     ReportValues,
+    RowOutcome,
     RowRecord,
     WaitOutcome,
 )
@@ -29,10 +30,8 @@ from bulkops.storage.sql.bulk import (
     POSTGRES_RANGE_INSERT,
     POSTGRES_RANGE_UPSERT,
     POSTGRES_STAGING,
-    POSTGRES_UNSTAGE,
     POSTGRES_UPSERT,
     SplitWrite,
-    copy_rows,
     postgres_upsert,
 )
 from bulkops.storage.sql.codec import (
@@ -40,6 +39,7 @@ from bulkops.storage.sql.codec import (
     WAIT_END_COLUMNS,
     event_values,
     operation_from_row,
+    outcome_decoder,
     postgres_rows,
     postgres_spans,
     postgres_timestamp,
@@ -59,6 +59,7 @@ _APPEND_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 _KEY_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:key))")
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
 _REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
+_OUTCOME_COLUMNS = ", ".join(OUTCOME_FIELDS)
 # Final means final: an operation whose status is final takes no rows, counters or events
 # until a retry starts a new round. The update locks the operation row (a cancel waits for
 # the commit) and sees its latest status.
@@ -73,10 +74,6 @@ _FINAL_STATUS = "SELECT id, status FROM operations WHERE id = ANY(%s) AND status
 _WAITING = RowState.WAITING_FOR_COMPLETION.value
 _ADD_STEP = (
     "INSERT INTO completed_steps (operation_id, step_name) VALUES (%s, %s) ON CONFLICT DO NOTHING"
-)
-_TAKE_COUNTERS = (
-    "UPDATE operations SET processed_rows = processed_rows - %s, "
-    "successful_rows = successful_rows - %s, error_count = error_count - %s WHERE id = %s"
 )
 RUNNING_CHUNK = ChunkState.RUNNING.value
 _HELD_CHUNK = (
@@ -115,37 +112,25 @@ async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -
     await conn.execute(events_table.insert(), [event_values(e) for e in events])
 
 
-async def _insert_spans(conn: AsyncConnection, ranges: list[Any]) -> None:
-    """Insert spans of plain completions, which are new rows but for a resumed run's.
-
-    A plain INSERT is cheaper for PostgreSQL than one with ON CONFLICT, and almost always
-    right; should any row exist already, the savepoint is rolled back and the spans are
-    upserted.
-    """
-    try:
-        async with conn.begin_nested():
-            await conn.exec_driver_sql(POSTGRES_RANGE_INSERT, ranges)
-    except IntegrityError:
-        await conn.exec_driver_sql(POSTGRES_RANGE_UPSERT, ranges)
-
-
-async def _copy_in(conn: AsyncConnection, rows: list[tuple[Any, ...]], again: bool) -> bool:
-    """Upsert encoded rows through COPY (binary) into the session's staging table (created
-    with the connection, emptied at every commit, and first here when ``again``: this
-    transaction copied before); False when the connection has none."""
+async def _stage_copies(conn: AsyncConnection, held: list[_Encoded]) -> bool:
+    """COPY (binary) the rows of every large write into the session's staging table
+    (created with the connection, emptied at every commit or rollback), before the write
+    locks anything: the staging table is the session's own. False when the connection has
+    none (the rows are then upserted) or no write is large. The last of each row wins, as
+    consecutive upserts would leave it (one MERGE cannot update a row twice)."""
+    copied = [each for each in held if each.copied]
+    if not copied:
+        return False
     pooled = await conn.get_raw_connection()
     if not pooled.info.get(STAGED):
         return False
     driver = pooled.driver_connection
     assert driver is not None
-    async with driver.cursor() as cursor:
-        if again:
-            await cursor.execute(POSTGRES_UNSTAGE)
-        async with cursor.copy(POSTGRES_COPY) as copy:
-            copy.set_types(COPY_TYPES)
-            for row in rows:
-                await copy.write_row(row)
-        await cursor.execute(POSTGRES_MERGE)
+    latest = {(values[0], values[1]): values for each in copied for values in each.copied}
+    async with driver.cursor() as cursor, cursor.copy(POSTGRES_COPY) as copy:
+        copy.set_types(COPY_TYPES)
+        for values in latest.values():
+            await copy.write_row(values)
     return True
 
 
@@ -174,7 +159,7 @@ def _encode(place: int, write: SplitWrite) -> _Encoded:
     operation_id, rows, delta, _, fence = write
     others = rows.others
     ranges = postgres_spans(operation_id, rows.spans)
-    copied = copy_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
+    copied = postgres_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (
         delta.processed,
@@ -197,42 +182,86 @@ async def _driver(conn: AsyncConnection) -> Any:
     return driver
 
 
-async def _fence_all(driver: Any, encoded: list[_Encoded]) -> dict[int, OperationStatus]:
-    """Add every write's counters (locking its operation row) and check its chunk's fence,
-    all in one round trip (pipeline mode); the status after it of each write whose fence
-    holds, by place. A write whose chunk is not held has its counters taken back."""
-    added: list[tuple[_Encoded, Any, Any]] = []
-    async with driver.pipeline():
-        for each in encoded:
-            counters = driver.cursor()
-            await counters.execute(each.add_counters, each.counters)
-            fence, chunk = each.write.fence, None
-            if fence is not None and fence.chunk is not None:
-                chunk = driver.cursor()
-                held = (each.write.operation_id, fence.chunk, fence.worker_id, RUNNING_CHUNK)
-                await chunk.execute(_HELD_CHUNK, held)
-            added.append((each, counters, chunk))
+class _NotHeld(Exception):
+    """Some writes of a transaction found their operation final or unknown, or their chunk
+    not held: the transaction is rolled back and tried again without them."""
+
+    def __init__(self, places: set[int]) -> None:
+        super().__init__(f"writes {sorted(places)} not held")
+        self.places = places
+
+
+class _SpansExist(Exception):
+    """A span's plain INSERT met an existing row (a resumed run's): the transaction is
+    rolled back and tried again with the spans upserted."""
+
+
+def _row_statements(
+    held: list[_Encoded], staged: bool, plain_spans: bool
+) -> list[tuple[str, Any, bool]]:
+    """The statements that write the rows and new step names of ``held``, as (SQL,
+    parameters, executemany): the spans of them all, the staged rows merged, the others
+    upserted."""
+    statements: list[tuple[str, Any, bool]] = []
+    ranges = [values for each in held for values in each.ranges]
+    if ranges:
+        spans = POSTGRES_RANGE_INSERT if plain_spans else POSTGRES_RANGE_UPSERT
+        statements.append((spans, ranges, True))
+    if staged:
+        statements.append((POSTGRES_MERGE, None, False))
+    for each in held:
+        operation_id, rows, _, _, _ = each.write
+        if rows.others and not (staged and each.copied):
+            upsert, params = postgres_upsert(operation_id, rows.others)
+            statements.append((upsert, params, upsert == POSTGRES_UPSERT))
+        if rows.new_steps:
+            steps = [(operation_id, name) for name in rows.new_steps]
+            statements.append((_ADD_STEP, steps, True))
+    return statements
+
+
+async def _lock_and_write(
+    driver: Any, held: list[_Encoded], staged: bool, plain_spans: bool
+) -> dict[int, OperationStatus]:
+    """Add every write's counters (locking its operation row), check its chunk's fence, and
+    write the rows and new step names of them all, in one round trip (pipeline mode): the
+    operation rows stay locked for that round trip and the commit, never while this process
+    runs other work between statements. The status after it of each write, by place;
+    raises ``_NotHeld`` when a write's fence does not hold (its rows must not stay)."""
+    from psycopg.errors import UniqueViolation  # here: SQLite processes never import psycopg
+
+    checks: list[tuple[_Encoded, Any, Any]] = []
+    try:
+        async with driver.pipeline():
+            for each in held:  # in lock order: operation rows first, as every writer does
+                counters = driver.cursor()
+                await counters.execute(each.add_counters, each.counters)
+                fence, chunk = each.write.fence, None
+                if fence is not None and fence.chunk is not None:
+                    chunk = driver.cursor()
+                    owner = (each.write.operation_id, fence.chunk, fence.worker_id, RUNNING_CHUNK)
+                    await chunk.execute(_HELD_CHUNK, owner)
+                checks.append((each, counters, chunk))
+            async with driver.cursor() as cursor:
+                for sql, params, many in _row_statements(held, staged, plain_spans):
+                    if many:
+                        await cursor.executemany(sql, params)
+                    else:
+                        await cursor.execute(sql, params)
+    except UniqueViolation as exc:
+        if plain_spans and any(each.ranges for each in held):
+            raise _SpansExist from exc
+        raise
     statuses: dict[int, OperationStatus] = {}
-    taken_back = []
-    missed: list[_Encoded] = []
-    for each, counters, chunk in added:
+    missed: set[int] = set()
+    for each, counters, chunk in checks:
         found = await counters.fetchone()
-        if found is None:
-            missed.append(each)  # unknown, final, or its fence does not hold
-            continue
-        if chunk is not None and await chunk.fetchone() is None:
-            # Undone in place: rolling back would take the other writes along.
-            delta = each.write.delta
-            taken_back.append(
-                (delta.processed, delta.successful, delta.failed, each.write.operation_id)
-            )
-            continue
-        statuses[each.place] = OperationStatus(found[0])
-    if taken_back:
-        async with driver.cursor() as cursor:
-            await cursor.executemany(_TAKE_COUNTERS, taken_back)
+        if found is None or (chunk is not None and await chunk.fetchone() is None):
+            missed.add(each.place)  # unknown, final, or its fence does not hold
+        else:
+            statuses[each.place] = OperationStatus(found[0])
     if missed:
-        await _final_statuses(driver, missed, statuses)
+        raise _NotHeld(missed)
     return statuses
 
 
@@ -250,33 +279,6 @@ async def _final_statuses(
         status = final.get(each.write.operation_id)
         if status is not None:
             statuses[each.place] = status
-
-
-async def _write_rows(conn: AsyncConnection, driver: Any, held: list[_Encoded]) -> None:
-    """Write the rows and new step names of the writes whose fence holds: the spans of
-    them all in one statement, large batches through COPY, the rest in one round trip."""
-    ranges = [values for each in held for values in each.ranges]
-    if ranges:
-        await _insert_spans(conn, ranges)
-    copied = False
-    piped: list[tuple[str, Any, bool]] = []  # (sql, parameters, many)
-    for each in held:
-        operation_id, rows, _, _, _ = each.write
-        if each.copied and await _copy_in(conn, each.copied, copied):
-            copied = True
-        elif rows.others:
-            upsert, params = postgres_upsert(operation_id, rows.others)
-            piped.append((upsert, params, upsert == POSTGRES_UPSERT))
-        if rows.new_steps:
-            piped.append((_ADD_STEP, [(operation_id, name) for name in rows.new_steps], True))
-    if not piped:
-        return
-    async with driver.pipeline(), driver.cursor() as cursor:
-        for sql, params, many in piped:
-            if many:
-                await cursor.executemany(sql, params)
-            else:
-                await cursor.execute(sql, params)
 
 
 def _batch_query(
@@ -378,21 +380,39 @@ class PostgresDialect:
     async def save_many(self, writes: Sequence[SplitWrite]) -> list[OperationStatus | None]:
         """``RowStore.save_many`` in one transaction (events are written when given): the
         writes run by operation, each locking its operation row first, as every writer
-        does; the events of those written are appended last, under one append lock."""
-        # Encode before taking the write lock so the lock is held for the SQL alone.
+        does, all in one round trip; the events of those written are appended last, under
+        one append lock. A write whose fence does not hold is left out: the transaction is
+        rolled back and tried again without it (rare: a cancel, a chunk taken back)."""
+        # Encode before the transaction so the locks are held for the SQL alone.
         encoded = sorted(
             (_encode(place, write) for place, write in enumerate(writes)),
             key=lambda each: each.lock_order,
         )
-        async with self._db.write() as conn:
-            driver = await _driver(conn)
-            found = await _fence_all(driver, encoded)
-            held = {place for place, status in found.items() if not status.is_terminal}
-            await _write_rows(conn, driver, [each for each in encoded if each.place in held])
-            events = [event for place in sorted(held) for event in writes[place].events]
-            await _insert_events(conn, events)
-        statuses: list[OperationStatus | None] = [found.get(place) for place in range(len(writes))]
-        return statuses
+        left_out: set[int] = set()
+        plain_spans = True
+        found: dict[int, OperationStatus] = {}
+        while True:
+            held = [each for each in encoded if each.place not in left_out]
+            try:
+                async with self._db.write() as conn:
+                    driver = await _driver(conn)
+                    if held:
+                        staged = await _stage_copies(conn, held)
+                        found = await _lock_and_write(driver, held, staged, plain_spans)
+                        places = sorted(each.place for each in held)  # the writes' order
+                        events = [e for place in places for e in writes[place].events]
+                        await _insert_events(conn, events)
+                    missed = [each for each in encoded if each.place in left_out]
+                    if missed:
+                        await _final_statuses(driver, missed, found)
+            except _NotHeld as exc:
+                left_out |= exc.places
+                continue
+            except _SpansExist:
+                plain_spans = False
+                continue
+            break
+        return [found.get(place) for place in range(len(writes))]
 
     async def read_batch(
         self,
@@ -420,6 +440,19 @@ class PostgresDialect:
         async with self._db.read() as conn:
             found = (await conn.exec_driver_sql(sql, params)).all()
         return list(map(report_decoder(), found))
+
+    async def read_outcome_batch(
+        self,
+        operation_id: UUID,
+        after: int,
+        limit: int,
+        states: Collection[RowState] | None,
+    ) -> list[RowOutcome]:
+        """The row outcomes of ``read_batch``'s rows."""
+        sql, params = _batch_query(_OUTCOME_COLUMNS, operation_id, after, limit, states)
+        async with self._db.read() as conn:
+            found = (await conn.exec_driver_sql(sql, params)).all()
+        return list(map(outcome_decoder(), found))
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """``RowStore.find_waiting``: the first row waiting under the key prefix."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import builtins
 import functools
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from typing import TypeVar
 from uuid import UUID
 
 from sqlalchemy import select
@@ -16,6 +17,7 @@ from bulkops.storage.records import (
     Page,
     ProgressDelta,
     ReportValues,
+    RowOutcome,
     RowQuery,
     RowRecord,
     RowWrite,
@@ -124,18 +126,22 @@ class RowMethods(SqlBase):
         states: Collection[RowState] | None = None,
     ) -> AsyncIterator[builtins.list[ReportValues]]:
         """The report values of ``iterate``'s rows, one keyset batch per transaction."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        after = 0
-        while True:
-            batch = await self._db.dialect.read_report_batch(
-                operation_id, after, batch_size, states
-            )
-            if batch:
-                yield batch
-            if len(batch) < batch_size:
-                return
-            after = batch[-1][0]
+        read = self._db.dialect.read_report_batch
+        async for batch in _keyset(read, operation_id, 0, batch_size, states, _first):
+            yield batch
+
+    async def outcome_batches(
+        self,
+        operation_id: UUID,
+        *,
+        batch_size: int = 1000,
+        states: Collection[RowState] | None = None,
+        after: int = 0,
+    ) -> AsyncIterator[builtins.list[RowOutcome]]:
+        """The row outcomes of ``iterate``'s rows, one keyset batch per transaction."""
+        read = self._db.dialect.read_outcome_batch
+        async for batch in _keyset(read, operation_id, after, batch_size, states, _number):
+            yield batch
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
         """The first waiting row (by waiting time, then row number) with that key prefix."""
@@ -152,3 +158,35 @@ class RowMethods(SqlBase):
     ) -> RowRecord | None:
         """End the wait of the first row waiting under the key prefix, in one transaction."""
         return await self._db.dialect.resolve_first_waiting(operation_id, key_prefix, outcome)
+
+
+_Item = TypeVar("_Item")
+
+
+def _first(values: ReportValues) -> int:
+    return int(values[0])
+
+
+def _number(outcome: RowOutcome) -> int:
+    return outcome.row_number
+
+
+async def _keyset(
+    read: Callable[[UUID, int, int, Collection[RowState] | None], Awaitable[builtins.list[_Item]]],
+    operation_id: UUID,
+    after: int,
+    batch_size: int,
+    states: Collection[RowState] | None,
+    row_number: Callable[[_Item], int],
+) -> AsyncIterator[builtins.list[_Item]]:
+    """Batches of ``read`` after row ``after``, each read in its own transaction, until one
+    comes back short (keyset paging by row number)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    while True:
+        batch = await read(operation_id, after, batch_size, states)
+        if batch:
+            yield batch
+        if len(batch) < batch_size:
+            return
+        after = row_number(batch[-1])

@@ -19,10 +19,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
 from bulkops.storage.records import (
+    OUTCOME_FIELDS,
     REPORT_FIELDS,
     EventRecord,
     OperationRecord,
     ReportValues,
+    RowOutcome,
     RowRecord,
     WaitOutcome,
 )
@@ -38,6 +40,7 @@ from bulkops.storage.sql.codec import (
     WAIT_END_COLUMNS,
     decode_operation,
     event_values,
+    outcome_decoder,
     report_decoder,
     row_decoder,
     sqlite_events,
@@ -59,6 +62,7 @@ _INSERT_EVENT = (
     f"VALUES ({', '.join('?' for _ in EVENT_COLUMNS)})"
 )
 _REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
+_OUTCOME_COLUMNS = ", ".join(OUTCOME_FIELDS)
 _ADD_COUNTERS = (
     "UPDATE operations SET processed_rows = processed_rows + ?, "
     "successful_rows = successful_rows + ?, error_count = error_count + ? WHERE id = ?"
@@ -155,6 +159,18 @@ def read_report_batch(
 
     def read(connection: sqlite3.Connection) -> list[ReportValues]:
         return list(map(report_decoder(), connection.execute(sql, params)))
+
+    return read
+
+
+def read_outcome_batch(
+    operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+) -> Callable[[sqlite3.Connection], list[RowOutcome]]:
+    """The row outcomes of ``read_batch``'s rows."""
+    sql, params = _batch_query(_OUTCOME_COLUMNS, operation_id, after, limit, states)
+
+    def read(connection: sqlite3.Connection) -> list[RowOutcome]:
+        return list(map(outcome_decoder(), connection.execute(sql, params)))
 
     return read
 
@@ -339,6 +355,13 @@ class SqliteDialect:
     ) -> list[ReportValues]:
         """A keyset batch of report values in one hop."""
         batch = read_report_batch(operation_id, after, limit, states)
+        return await self._threads.read_sqlite(batch)
+
+    async def read_outcome_batch(
+        self, operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
+    ) -> list[RowOutcome]:
+        """The row outcomes of ``read_batch``'s rows in one hop."""
+        batch = read_outcome_batch(operation_id, after, limit, states)
         return await self._threads.read_sqlite(batch)
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:

@@ -5,7 +5,7 @@
 // duplicateOf) is created only once the user confirms.
 // Create validates first, so problems show before anything is submitted; a dry run is
 // created at once (it validates every row and reports every problem itself).
-import { useEffect, useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { useAccess } from "../access.js";
 import { request } from "../api.js";
 import { useCatalog } from "../catalog.js";
@@ -110,7 +110,14 @@ export function CreatePage({ route }) {
   const [dryRun, setDryRun] = useState(false);
   const [origin, setOrigin] = useState("file"); // "file" (an upload) or "url" (sourceUrl)
   const [sourceUrl, setSourceUrl] = useState("");
-  const [savedName, setSavedName] = useState("");
+  const [savedName, setSavedNameState] = useState("");
+  // The pick as of now, for the header's effect: an effect may run after a later pick (Preact
+  // runs a pending effect before the next render), and must not put back the mapping it replaced.
+  const pickedRef = useRef("");
+  const setSavedName = (chosen) => {
+    pickedRef.current = chosen;
+    setSavedNameState(chosen);
+  };
   const [confirmed, setConfirmed] = useState(""); // the duplicate the user chose to ignore
   const [saved, reloadSaved] = useSavedMappings(op?.name);
   const [outcome, setOutcome] = useState({ busy: "", result: null, error: null });
@@ -126,7 +133,12 @@ export function CreatePage({ route }) {
     for (const [from, to] of Object.entries(item?.columnMap ?? {})) if (from in next) next[from] = to;
     return next;
   };
-  useEffect(() => setMapping(mappingFor(saved.items.find((m) => m.name === savedName))), [op, header]);
+  const savedItemsRef = useRef(saved.items);
+  savedItemsRef.current = saved.items;
+  useEffect(
+    () => setMapping(mappingFor(savedItemsRef.current.find((m) => m.name === pickedRef.current))),
+    [op, header],
+  );
   useEffect(() => setSavedName(""), [op]);
   // A new key whenever the submission changes; the same key if the very same one is resent.
   const idempotencyKey = useMemo(randomKey, [
