@@ -248,6 +248,28 @@ async def test_an_unreachable_storage_holds_the_producer_at_once() -> None:
     assert store.writes == [(1, 0)]
 
 
+async def test_a_run_started_after_the_writer_gave_up_on_an_outage_is_not_held() -> None:
+    store = FlakyStore()
+    writer = RowWriter(store, StorageRetry(0.05, wait_initial=0.01, wait_max=0.01))  # type: ignore[arg-type]
+    first, operation = recorder(store, writer=writer)
+    first.start()
+    first.add(record(operation, 1))
+    with pytest.raises(StorageUnavailable):
+        await asyncio.wait_for(first.wait_room(), 5)  # the writer gave up: its run stops
+    await first.abandon()
+
+    store.back.set()  # storage answers again; a run claimed now has nothing to wait for
+    second, later = recorder(store, writer=writer)
+    async with started(second, store):
+        other, _ = recorder(store, writer=writer)
+        other.start()
+        await other.abandon()  # another run ends: the writer gives every run its room again
+        assert not second.full  # held, it would wait for a write that nothing would begin
+        second.add(record(later, 1))
+        await asyncio.wait_for(second.close(), 5)
+    assert store.writes == [(1, 0)]
+
+
 async def test_a_slow_write_holds_the_producer_once_hold_after_rows_are_unstored() -> None:
     store = HeldStore()
     rows, operation = recorder(store, hold_after=3)  # MaxRowConcurrency 3

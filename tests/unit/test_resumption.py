@@ -308,3 +308,50 @@ async def test_a_long_outage_leaves_the_operation_to_be_resumed(
     await asyncio.gather(first.stop(), second.stop())
     final = await status_of(stores, record.id)
     assert (final.processed_rows, final.worker_id, final.resume_count) == (8, "w2", 1)
+
+
+class ClaimThenOutage(OutageStore):
+    """Operations cannot be read for ``outage`` seconds right after the first chunk claim:
+    the claim is stored, the claimer cannot read the operation yet."""
+
+    def __init__(self, events: MemoryEventStore) -> None:
+        super().__init__(events)
+        self.outage = 0.0
+        self.down_until = 0.0
+
+    async def claim_chunk(self, *args: Any, **kwargs: Any) -> ChunkRecord | None:
+        claimed = await super().claim_chunk(*args, **kwargs)
+        if claimed is not None and self.outage:
+            self.down_until, self.outage = time.monotonic() + self.outage, 0.0
+        return claimed
+
+    async def get(self, operation_id: UUID) -> OperationRecord | None:
+        if time.monotonic() < self.down_until:
+            raise StorageUnavailable("database read failed: OperationalError: connection lost")
+        return await super().get(operation_id)
+
+
+@pytest.mark.parametrize("outage", [0.3, 1.5])
+async def test_a_chunk_claimed_as_storage_goes_away_runs_once_it_is_back(outage: float) -> None:
+    store = ClaimThenOutage(MemoryEventStore())
+    stores = Stores(store, store, store.events, open_file_store("memory://"), store, store)
+    record = await held(stores, "w1", silent=0)
+    parts = [ChunkRecord(record.id, i, 1 + i, 1, -1) for i in range(2)]
+    assert await stores.chunks.split(lifecycle.split(record, 2, 2, utcnow()), parts) is not None
+    store.outage = outage  # within the 1 s of retries: ridden out; past them: handed back
+    # The claimer is alive: a chunk it claimed and left would wait ALIVE_PATIENCE x 10 s.
+    live = replace(stores, liveness=KnownAlive("w1"))
+    worker = scheduler(live, "w1", abandon_after=10, scan_interval=3600, retry_timeout=1)
+    await worker.start()
+
+    async def completed() -> bool:  # read past the fault: the test is not the claimer
+        current = await MemoryStore.get(store, record.id)
+        if current is not None and current.status is OperationStatus.COMPLETED:
+            return True
+        await worker.poll_chunks()  # the process's periodic poll
+        return False
+
+    await until(completed, "every chunk to run once storage answers again")
+    await worker.wait_idle()
+    await worker.stop()
+    assert sorted(name for name, _ in RUNS) == ["r0", "r1"]

@@ -31,6 +31,7 @@ and that a claimed-ahead chunk runs no row before the rows of the chunk it follo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
@@ -42,7 +43,7 @@ from bulkops.engine.equalizer import Equalizer
 from bulkops.engine.run import Run, StopReason
 from bulkops.engine.splits import admit_chunk
 from bulkops.errors import StorageError
-from bulkops.storage.records import ChunkRecord
+from bulkops.storage.records import ChunkRecord, OperationRecord
 
 if TYPE_CHECKING:
     from bulkops.engine.chunks import ChunkRange
@@ -246,7 +247,7 @@ class ChunkClaims:
         here, and starts the next turn when its rows are nearly done; a run to equalize
         (``release`` None) follows none and starts none. ``started`` is set once the run
         has its place in the row slots (or ended)."""
-        record = await admit_chunk(self._processor, chunk, self._max_resumes)
+        record = await self._admit(chunk)
         if record is None:
             return False
         log.info(
@@ -283,6 +284,26 @@ class ChunkClaims:
                 del self._after[record.id]  # no chunk of the operation was claimed meanwhile
             self.runs.pop(key, None)
         return offered
+
+    async def _admit(self, chunk: ChunkRecord) -> OperationRecord | None:
+        """The operation of a chunk just claimed, when the chunk is to run (``admit_chunk``),
+        riding out an outage. When storage stays away, the chunk is handed back once it
+        answers again: left held by this live process, it would wait ``ALIVE_PATIENCE``
+        times ``abandon_after`` before anyone took it."""
+        processor = self._processor
+        try:
+            return await processor.retry.call(admit_chunk, processor, chunk, self._max_resumes)
+        except StorageError:
+            with contextlib.suppress(StorageError):
+                await processor.retry.call(
+                    processor.stores.chunks.end_chunk,
+                    chunk.operation_id,
+                    chunk.index,
+                    self._worker_id,
+                    done=False,
+                )
+                await processor.stores.wakeups.announce_work()
+            raise
 
     # -- runs to equalize (the ``Equalizer``'s ``ChunkRunner``) -----------------------------
 

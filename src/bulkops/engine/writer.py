@@ -228,6 +228,9 @@ class RowWriter:
             outcomes: Sequence[Outcome] = await self._retry.call(self._save, writes)
         except StorageUnavailable as exc:
             outcomes = [exc] * len(writes)  # storage stayed unreachable: every run stops
+            # The runs of this write stop; a run started later tries storage afresh (held,
+            # it would wait for a write that nothing would begin).
+            self._stalled = False
         except Exception as exc:
             if len(writes) == 1:
                 outcomes = [exc]
