@@ -41,3 +41,16 @@ def test_outages_close_together_add_up() -> None:
         outages.answered()
         clock.now += 1
     assert outages.excused(30) == 4
+
+
+def test_a_call_that_hung_until_its_time_limit_dates_the_outage_from_when_it_began() -> None:
+    # A silent partition: the call got no answer for 3 s (its time limit), while the
+    # holders it cut off stopped renewing their heartbeats when it began.
+    clock = Clock()
+    outages = Outages(clock)
+    began = outages.now()
+    clock.now += 3
+    outages.failed(began)
+    clock.now += 1
+    outages.answered()
+    assert outages.excused(3) == 4  # not 1: the 3 s without an answer count too

@@ -35,10 +35,18 @@ class Outages:
         """Whether the last storage call failed for want of storage."""
         return self._down_since is not None
 
-    def failed(self) -> None:
-        """A storage call found storage unreachable."""
-        if self._down_since is None:
-            self._down_since = self._clock()
+    def now(self) -> float:
+        """The clock's time: what a caller passes back as ``failed``'s ``began``."""
+        return self._clock()
+
+    def failed(self, began: float | None = None) -> None:
+        """A storage call found storage unreachable. ``began`` (``now()`` as the call
+        began) dates the outage from the call: in a silent partition a call fails only at
+        its time limit, while the holders cut off stopped renewing their heartbeats when
+        it began."""
+        at = self._clock() if began is None else began
+        if self._down_since is None or at < self._down_since:
+            self._down_since = at
 
     def answered(self) -> None:
         """A storage call succeeded."""
@@ -73,11 +81,12 @@ class Outages:
     async def quietly(self, action: Callable[[], Awaitable[None]]) -> None:
         """Run a background storage action (a poll, a scan): a storage error is logged and
         noted here (storage unreachable), never raised; it is tried again at its next turn."""
+        began = self._clock()
         try:
             await action()
         except StorageError as exc:
             if isinstance(exc, StorageUnavailable):
-                self.failed()
+                self.failed(began)
             log.warning("Could not run %s; will try again", action.__name__, exc_info=True)
         else:
             self.answered()

@@ -71,10 +71,11 @@ class StorageRetry:
     async def _once(
         self, method: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
     ) -> T:
+        began = self.outages.now()
         try:
             result = await method(*args, **kwargs)
         except StorageUnavailable:
-            self.outages.failed()
+            self.outages.failed(began)
             raise
         self.outages.answered()
         return result
