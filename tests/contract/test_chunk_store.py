@@ -229,3 +229,19 @@ async def test_claims_among_named_operations_take_only_theirs(
     assert await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH, among={second.id}) is None
     left = await chunks.claim_chunk(["import-users"], "w1", NOW, FRESH)
     assert left is not None and left.operation_id == first.id
+
+
+async def test_a_holders_stale_chunks_are_found_and_its_fresh_ones_are_not(
+    stores: Stores, make_operation: MakeOperation
+) -> None:
+    op = await split_operation(stores, make_operation, parts=3)
+    store = chunks_of(stores)
+    old = FRESH - timedelta(seconds=60)
+    for worker, at in (("w1", old), ("w1", NOW), ("w2", old)):  # chunks 0, 1, 2, in turn
+        claimed = await store.claim_chunk(["import-users"], worker, at, old - timedelta(days=1))
+        assert claimed is not None
+
+    assert await store.stale_chunks_of("w1", FRESH) == [(op.id, 0)]
+    assert await store.end_chunk(op.id, 0, "w1", done=False) == 3  # handed back: Pending
+    assert await store.stale_chunks_of("w1", FRESH) == []
+    assert await store.stale_chunks_of("w2", FRESH) == [(op.id, 2)]

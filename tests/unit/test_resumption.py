@@ -355,3 +355,28 @@ async def test_a_chunk_claimed_as_storage_goes_away_runs_once_it_is_back(outage:
     await worker.wait_idle()
     await worker.stop()
     assert sorted(name for name, _ in RUNS) == ["r0", "r1"]
+
+
+async def test_work_held_here_in_storage_but_run_by_none_is_taken_back_at_the_next_scan(
+    stores: Stores,
+) -> None:
+    # A claim whose answer was lost with its connection: storage says w1 holds them, w1
+    # runs neither. w1 is alive, so nobody else would take them for ALIVE_PATIENCE x 10 s.
+    whole = await held(stores, "w1", silent=60)
+    split = await held(stores, "w0", silent=0)
+    parts = [ChunkRecord(split.id, i, 1 + i, 1, -1) for i in range(2)]
+    assert await stores.chunks.split(lifecycle.split(split, 2, 2, utcnow()), parts) is not None
+    late = utcnow() - timedelta(seconds=60)
+    assert await stores.chunks.claim_chunk(["count"], "w1", late, late) is not None
+    live = replace(stores, liveness=KnownAlive("w1"))
+    worker = scheduler(live, "w1", abandon_after=10, scan_interval=3600)
+    await worker.start()  # its first scan
+
+    async def completed(record: OperationRecord) -> bool:
+        return (await status_of(stores, record.id)).status is OperationStatus.COMPLETED
+
+    await until(lambda: completed(whole), "the operation held here to be run")
+    await until(lambda: completed(split), "the chunk held here to be run")
+    await worker.wait_idle()
+    await worker.stop()
+    assert sorted(name for name, _ in RUNS) == ["r0", "r0", "r1", "r1"]

@@ -92,6 +92,7 @@ class ChunkClaims:
         self._begin = begin
         # Chunk runs in progress here, by (operation id, chunk index).
         self.runs: dict[tuple[UUID, int], tuple[Run[ChunkRange], asyncio.Task[None]]] = {}
+        self._held: set[tuple[UUID, int]] = set()  # claimed here: being admitted or run
         self._turns = 0  # turns started and not ended
         self._claimers = 0  # turns started that have not claimed a chunk or found none yet
         # News came while a turn was looking: it may have looked too early, look again.
@@ -161,6 +162,11 @@ class ChunkClaims:
         ):
             equalizer.chunks_found()
         return 0
+
+    def holds(self, operation_id: UUID, index: int) -> bool:
+        """Whether a chunk claimed here is being admitted or run here now (a chunk this
+        process holds in storage but not here is an orphan: ``reaper.Reaper``)."""
+        return (operation_id, index) in self._held
 
     def stop(self) -> None:
         """Claim no more; a chunk claimed ahead is handed back without running a row."""
@@ -247,6 +253,19 @@ class ChunkClaims:
         here, and starts the next turn when its rows are nearly done; a run to equalize
         (``release`` None) follows none and starts none. ``started`` is set once the run
         has its place in the row slots (or ended)."""
+        key = (chunk.operation_id, chunk.index)
+        self._held.add(key)
+        try:
+            return await self._admit_and_run(chunk, release, started)
+        finally:
+            self._held.discard(key)
+
+    async def _admit_and_run(
+        self,
+        chunk: ChunkRecord,
+        release: Callable[[], None] | None,
+        started: asyncio.Event | None,
+    ) -> bool:
         record = await self._admit(chunk)
         if record is None:
             return False

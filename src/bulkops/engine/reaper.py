@@ -69,6 +69,9 @@ class Takers(Protocol):
     def offer_chunks(self, count: int) -> int:
         """News of ``count`` claimable chunks."""
 
+    def holds_chunk(self, operation_id: UUID, index: int) -> bool:
+        """Whether a chunk claimed here is being admitted or run here now."""
+
 
 class Reaper:
     """Dead holders, abandoned and stuck work of one process (see the module's text)."""
@@ -172,21 +175,55 @@ class Reaper:
         dead = await self._find_dead()
         live = await self.live_holders(afresh=True)
         stale_before = self.stale_before()
+        await self._hand_back_orphans(stale_before)
+        me = self._context.config.worker_id
         seen: dict[UUID, datetime | None] = {}
         takers = self._takers
         for record in await self._stores.operations.abandoned(stale_before, _PICKUP_BATCH):
             if not takers.serves(record) or takers.runs(record.id):
                 continue
             beat = record.heartbeat_at
-            if record.worker_id in live.ids and beat is not None and beat >= live.before:
+            # This process is alive, but an operation it holds and does not run is an
+            # orphan (a claim whose answer was lost with its connection): taken over now.
+            mine = record.worker_id == me
+            if (
+                not mine
+                and record.worker_id in live.ids
+                and beat is not None
+                and beat >= live.before
+            ):
                 continue  # alive: its heartbeat is late, not stopped
             seen[record.id] = record.heartbeat_at
-            if record.worker_id in dead or (
-                record.id in self._suspects and self._suspects[record.id] == record.heartbeat_at
+            if (
+                mine
+                or record.worker_id in dead
+                or (
+                    record.id in self._suspects and self._suspects[record.id] == record.heartbeat_at
+                )
             ):
                 self._takeovers[record.id] = record.heartbeat_at
                 takers.enqueue(record.id)
         self._suspects = seen
+
+    async def _hand_back_orphans(self, stale_before: datetime) -> None:
+        """Hand back the chunks this process holds in storage but neither admits nor runs
+        (a claim whose answer was lost with its connection, an end that storage never
+        took): every run here renews its chunks, so a stale one of this holder is one of
+        those. Left, they would wait ``ALIVE_PATIENCE`` like a live holder's."""
+        me, chunks = self._context.config.worker_id, self._stores.chunks
+        handed = 0
+        for operation_id, index in await chunks.stale_chunks_of(me, stale_before):
+            if self._takers.holds_chunk(operation_id, index):
+                continue
+            if await chunks.end_chunk(operation_id, index, me, done=False) is not None:
+                log.warning(
+                    "Handing back chunk %d of operation %s: held here, but run by none",
+                    index,
+                    operation_id,
+                )
+                handed += 1
+        if handed:
+            self._takers.offer_chunks(handed)
 
     async def _find_dead(self) -> set[str]:
         """Holders storage found dead at two looks ``CONFIRM_DEATH`` apart, with storage

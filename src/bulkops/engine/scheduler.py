@@ -203,6 +203,10 @@ class WorkScheduler:
         """News of ``count`` claimable chunks: start turns to claim them; how many."""
         return self._chunks.found(count)
 
+    def holds_chunk(self, operation_id: UUID, index: int) -> bool:
+        """Whether a chunk claimed here is being admitted or run here now."""
+        return self._chunks.holds(operation_id, index)
+
     async def poll_chunks(self) -> None:
         """Start turns for the chunks any process could claim now (Pending or abandoned)."""
         await self._chunks.poll()

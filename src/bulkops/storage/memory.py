@@ -530,6 +530,19 @@ class MemoryStore:
         """One chunk, or None."""
         return self._chunks.get(operation_id, {}).get(index)
 
+    async def stale_chunks_of(
+        self, worker_id: str, stale_before: datetime
+    ) -> Sequence[tuple[UUID, int]]:
+        """The Running chunks ``worker_id`` holds with a void or older heartbeat."""
+        return [
+            (operation_id, index)
+            for operation_id, parts in self._chunks.items()
+            for index, chunk in parts.items()
+            if chunk.state is ChunkState.RUNNING
+            and chunk.worker_id == worker_id
+            and (chunk.heartbeat_at is None or chunk.heartbeat_at < stale_before)
+        ]
+
     async def heartbeat_chunks(
         self, held: Collection[tuple[UUID, int]], worker_id: str, now: datetime
     ) -> set[tuple[UUID, int]]:

@@ -202,6 +202,12 @@ class ChunkStore(Protocol):
         ``worker_id`` still holds, in one statement; returns those (the others it no
         longer holds)."""
 
+    async def stale_chunks_of(
+        self, worker_id: str, stale_before: datetime
+    ) -> Sequence[tuple[UUID, int]]:
+        """The Running chunks ``worker_id`` holds whose heartbeat is void or older than
+        ``stale_before`` (operation id, chunk index)."""
+
     async def end_chunk(
         self, operation_id: UUID, index: int, worker_id: str, *, done: bool
     ) -> int | None:

@@ -211,6 +211,18 @@ class ChunkMethods(SqlBase):
         async with self._db.read() as conn:
             return await _fetch(conn, operation_id, index)
 
+    async def stale_chunks_of(
+        self, worker_id: str, stale_before: datetime
+    ) -> Sequence[tuple[UUID, int]]:
+        """The Running chunks ``worker_id`` holds with a void or older heartbeat."""
+        stmt = select(_c.operation_id, _c.chunk_index).where(
+            _c.state == ChunkState.RUNNING,
+            _c.worker_id == worker_id,
+            or_(_c.heartbeat_at.is_(None), _c.heartbeat_at < stale_before),
+        )
+        async with self._db.read() as conn:
+            return [(row[0], row[1]) for row in await conn.execute(stmt)]
+
     async def heartbeat_chunks(
         self, held: Collection[tuple[UUID, int]], worker_id: str, now: datetime
     ) -> set[tuple[UUID, int]]:
