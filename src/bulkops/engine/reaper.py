@@ -7,9 +7,12 @@ One reaper per process (``WorkScheduler`` owns it). At every scan it
 - asks storage which holders are dead (``Liveness.dead``), confirmed at two looks
   ``CONFIRM_DEATH`` apart with storage answering meanwhile: their work is made abandoned at
   once (heartbeats voided), their chunks offered to the process's claims;
+- hands back the chunks this process holds in storage, with a stale heartbeat, that it
+  neither admits nor runs (orphans: a claim whose answer was lost, an end never stored);
 - queues the operations abandoned at this scan and the one before with the same heartbeat
-  (or at once when their holder is dead) to be taken over, except those of holders storage
-  knows alive, until their heartbeat is ``ALIVE_PATIENCE`` times ``abandon_after`` old.
+  (or at once when their holder is dead, or is this process and does not run them) to be
+  taken over, except those of holders storage knows alive, until their heartbeat is
+  ``ALIVE_PATIENCE`` times ``abandon_after`` old.
 
 ``take_over`` takes a queued one over (or fails it once resumed ``max_resumes`` times).
 ``sweep_stuck`` fails operations Running longer than the stuck-operation timeout. The reaper
