@@ -31,7 +31,6 @@ and that a claimed-ahead chunk runs no row before the rows of the chunk it follo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
@@ -43,7 +42,7 @@ from bulkops.engine.equalizer import Equalizer
 from bulkops.engine.run import Run, StopReason
 from bulkops.engine.splits import admit_chunk
 from bulkops.errors import StorageError
-from bulkops.storage.records import ChunkRecord, OperationRecord
+from bulkops.storage.records import ChunkRecord
 
 if TYPE_CHECKING:
     from bulkops.engine.chunks import ChunkRange
@@ -95,8 +94,7 @@ class ChunkClaims:
         self._held: set[tuple[UUID, int]] = set()  # claimed here: being admitted or run
         self._turns = 0  # turns started and not ended
         self._claimers = 0  # turns started that have not claimed a chunk or found none yet
-        # News came while a turn was looking: it may have looked too early, look again.
-        self._again = False
+        self._again = False  # news came while a turn looked: it may have looked too early
         self._no_chunk = False  # the last claim found none: no turn tries until news
         # Operations this process runs a chunk of in turn (not counting one whose rows
         # are nearly done); one claim at a time keeps it exact.
@@ -106,7 +104,8 @@ class ChunkClaims:
         self._after: dict[UUID, Run[ChunkRange]] = {}
         self._claiming = asyncio.Lock()
         share = processor.share
-        self._equalizer = Equalizer(self, share) if share is not None else None
+        # Its runs to equalize (none without a fair share); the scheduler runs it.
+        self.equalizer = Equalizer(self, share) if share is not None else None
         self._stopping = False
 
     @property
@@ -117,8 +116,8 @@ class ChunkClaims:
     def found(self, count: int) -> int:
         """News of ``count`` claimable chunks (a split, a poll, a notice, workers gone):
         start turns for them, and let runs to equalize try again; how many turns."""
-        if self._equalizer is not None:
-            self._equalizer.chunks_found()
+        if self.equalizer is not None:
+            self.equalizer.chunks_found()
         return self.offer(count)
 
     def offer(self, count: int) -> int:
@@ -154,7 +153,7 @@ class ChunkClaims:
         )
         if waiting:
             return self.found(waiting)
-        equalizer = self._equalizer
+        equalizer = self.equalizer
         if (
             equalizer is not None
             and equalizer.waiting_for_chunks
@@ -164,15 +163,14 @@ class ChunkClaims:
         return 0
 
     def holds(self, operation_id: UUID, index: int) -> bool:
-        """Whether a chunk claimed here is being admitted or run here now (a chunk this
-        process holds in storage but not here is an orphan: ``reaper.Reaper``)."""
+        """Whether a chunk claimed here is being admitted or run here now."""
         return (operation_id, index) in self._held
 
     def stop(self) -> None:
         """Claim no more; a chunk claimed ahead is handed back without running a row."""
         self._stopping = True
-        if self._equalizer is not None:
-            self._equalizer.stop()
+        if self.equalizer is not None:
+            self.equalizer.stop()
         for run, _ in self.runs.values():
             if run.waiting:
                 run.stop(StopReason.SHUTDOWN)
@@ -254,35 +252,24 @@ class ChunkClaims:
         (``release`` None) follows none and starts none. ``started`` is set once the run
         has its place in the row slots (or ended)."""
         key = (chunk.operation_id, chunk.index)
-        self._held.add(key)
-        try:
-            return await self._admit_and_run(chunk, release, started)
-        finally:
-            self._held.discard(key)
-
-    async def _admit_and_run(
-        self,
-        chunk: ChunkRecord,
-        release: Callable[[], None] | None,
-        started: asyncio.Event | None,
-    ) -> bool:
-        record = await self._admit(chunk)
-        if record is None:
-            return False
-        log.info(
-            "Processing chunk %d (rows %d-%d) of operation %s",
-            chunk.index,
-            chunk.first_row,
-            chunk.last_row,
-            record.id,
-        )
-        before = self._after.pop(record.id, None) if release is not None else None
-        run = self._processor.start_chunk(record, chunk, before=before)
-        key = (record.id, chunk.index)
-        task = asyncio.create_task(run.execute())
-        self.runs[key] = (run, task)
+        self._held.add(key)  # from its claim: a stale chunk held here but not so is an orphan
+        run: Run[ChunkRange] | None = None
         offered = False
         try:
+            record = await admit_chunk(self._processor, chunk, self._max_resumes)
+            if record is None:
+                return False
+            log.info(
+                "Processing chunk %d (rows %d-%d) of operation %s",
+                chunk.index,
+                chunk.first_row,
+                chunk.last_row,
+                record.id,
+            )
+            before = self._after.pop(record.id, None) if release is not None else None
+            run = self._processor.start_chunk(record, chunk, before=before)
+            task = asyncio.create_task(run.execute())
+            self.runs[key] = (run, task)
             if started is not None:
                 joined = _waiter(run.joined)
                 await asyncio.wait({task, joined}, return_when=asyncio.FIRST_COMPLETED)
@@ -298,39 +285,15 @@ class ChunkClaims:
                     offered = self.offer(1) > 0
             await task
         finally:
-            run.scope.rows_done.set()  # no more rows of this run will run, however it ended
-            if self._after.get(record.id) is run:
-                del self._after[record.id]  # no chunk of the operation was claimed meanwhile
-            self.runs.pop(key, None)
+            self._held.discard(key)
+            if run is not None:
+                run.scope.rows_done.set()  # no more rows of this run will run, however it ended
+                if self._after.get(chunk.operation_id) is run:
+                    del self._after[chunk.operation_id]  # no chunk of it was claimed meanwhile
+                self.runs.pop(key, None)
         return offered
 
-    async def _admit(self, chunk: ChunkRecord) -> OperationRecord | None:
-        """The operation of a chunk just claimed, when the chunk is to run (``admit_chunk``),
-        riding out an outage. When storage stays away, the chunk is handed back once it
-        answers again: left held by this live process, it would wait ``ALIVE_PATIENCE``
-        times ``abandon_after`` before anyone took it."""
-        processor = self._processor
-        try:
-            return await processor.retry.call(admit_chunk, processor, chunk, self._max_resumes)
-        except StorageError:
-            with contextlib.suppress(StorageError):
-                await processor.retry.call(
-                    processor.stores.chunks.end_chunk,
-                    chunk.operation_id,
-                    chunk.index,
-                    self._worker_id,
-                    done=False,
-                )
-                await processor.stores.wakeups.announce_work()
-            raise
-
     # -- runs to equalize (the ``Equalizer``'s ``ChunkRunner``) -----------------------------
-
-    async def equalize(self) -> None:
-        """Run the ``Equalizer`` for as long as the process runs (nothing to do without a
-        fair share)."""
-        if self._equalizer is not None:
-            await self._equalizer.run()
 
     @property
     def full(self) -> bool:

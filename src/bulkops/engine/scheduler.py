@@ -175,7 +175,8 @@ class WorkScheduler:
         if config.poll_interval:
             pollers.every(config.poll_interval, self.pickup)
         pollers.every(config.poll_interval or config.scan_interval, self.poll_chunks)
-        pollers.spawn(self._chunks.equalize())
+        if self._chunks.equalizer is not None:
+            pollers.spawn(self._chunks.equalizer.run())
         pollers.every(config.scan_interval, self.scan_abandoned)
         # Other processes' notices (PostgreSQL); the pollers stay the fallback.
         pollers.spawn(self._processor.stores.wakeups.listen(pollers.noticed, self._signals.heard))

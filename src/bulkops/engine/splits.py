@@ -5,13 +5,14 @@ its last chunk, or by the reaper when that worker stopped before it could."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from uuid import UUID
 
 from bulkops.clock import utcnow
 from bulkops.engine.context import EngineContext
 from bulkops.engine.persistence import apply_change
-from bulkops.errors import IllegalTransition
+from bulkops.errors import IllegalTransition, StorageError
 from bulkops.storage import lifecycle
 from bulkops.storage.lifecycle import OperationChange
 from bulkops.storage.records import ChunkRecord, OperationRecord
@@ -44,7 +45,31 @@ async def admit_chunk(
 ) -> OperationRecord | None:
     """The operation of a chunk this worker just claimed, when the chunk is to run: it is
     handed back when the operation is no longer Running, and the operation fails when the
-    chunk was resumed more than ``max_resumes`` times (None in both cases)."""
+    chunk was resumed more than ``max_resumes`` times (None in both cases).
+
+    It rides an outage out (``StorageRetry``). When storage stays away, the chunk is handed
+    back once it answers again, and the error raised: left held by this live process, it
+    would wait ``ALIVE_PATIENCE`` times ``abandon_after`` before anyone took it."""
+    retry = context.retry
+    try:
+        return await retry.call(_admit, context, chunk, max_resumes)
+    except StorageError:
+        with contextlib.suppress(StorageError):
+            worker_id = context.config.worker_id
+            await retry.call(
+                context.stores.chunks.end_chunk,
+                chunk.operation_id,
+                chunk.index,
+                worker_id,
+                done=False,
+            )
+            await context.stores.wakeups.announce_work()
+        raise
+
+
+async def _admit(
+    context: EngineContext, chunk: ChunkRecord, max_resumes: int
+) -> OperationRecord | None:
     stores = context.stores
     record = await stores.operations.get(chunk.operation_id)
     if record is None or record.status is not OperationStatus.RUNNING:
