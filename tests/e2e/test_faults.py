@@ -157,7 +157,7 @@ def row_helpers_of(pid: int) -> list[int]:
         except OSError:
             continue
         parent = int(stat.rpartition(")")[2].split()[1])
-        if parent == pid and b"bulkops.engine.helper.process" in command:
+        if parent == pid and b"bulkops.engine.helper_child" in command:
             found.append(int(entry.name))
     return found
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 from uuid import UUID, uuid4
 
 from bulkops.engine.helper.messages import Job
-from bulkops.engine.helper.process import _Jobs
+from bulkops.engine.helper_child import _Jobs
 from bulkops.storage.records import ChunkRecord
 
 

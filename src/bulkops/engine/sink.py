@@ -3,7 +3,7 @@
 The row and batch loops (``loops``) run rows and hand every outcome to a sink; they store
 nothing themselves. In the process that holds a run, the sink is a ``RecordingSink``:
 the recorder, the failure budget and the row-time metrics. In a row helper process it is
-the helper's report (``helper.process``), whose progress messages the parent then hands
+the helper's report (``helper_child``), whose progress messages the parent then hands
 to its own ``RecordingSink``: the same loops run in both, only the sink differs.
 """
 

@@ -22,7 +22,7 @@ async def launch(hello: Hello) -> asyncio.subprocess.Process:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bulkops.engine.helper.process",
+        "bulkops.engine.helper_child",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )

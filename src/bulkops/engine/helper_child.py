@@ -1,13 +1,13 @@
 """A row helper process: runs the rows of whole chunks for the process that started it.
 
-The parent (``pool.RowHelper``) owns everything stored: it claims the chunk, holds its
+The parent (``helper.pool.RowHelper``) owns everything stored: it claims the chunk, holds its
 lease, records the rows this process reports and ends the chunk. This process only reads
 the chunk's rows from the stored file and runs them through the same loops as the parent
 (``engine.loops``), with a sink of its own, ``Report``, that turns their outcomes into
 progress messages: a second core does that work beside the parent's event loop and
 writer.
 
-Started as ``python -m bulkops.engine.helper.process``; messages (``messages``) come in
+Started as ``python -m bulkops.engine.helper_child``; messages (``helper.messages``) come in
 on stdin and go out on the original stdout, which is kept for them alone: anything the
 operations print goes to stderr. The process ignores SIGINT (its parent decides when it
 stops) and exits when its stdin closes, the parent's end of the pipe, even mid-job.
