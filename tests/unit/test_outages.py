@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bulkops.engine.outages import Outages
 
 
@@ -54,3 +56,18 @@ def test_a_call_that_hung_until_its_time_limit_dates_the_outage_from_when_it_beg
     clock.now += 1
     outages.answered()
     assert outages.excused(3) == 4  # not 1: the 3 s without an answer count too
+
+
+def test_a_call_that_waited_long_for_its_answer_counts_as_an_outage() -> None:
+    # A partition shorter than the calls' time limit: no call fails, but each waits as
+    # long as it lasts, and so does every holder's heartbeat.
+    clock = Clock()
+    outages = Outages(clock)
+    began = outages.now()
+    clock.now += 2.5
+    outages.answered(began)
+    assert not outages.down and outages.excused(3) == 2.5 and outages.quiet_for() == 0
+    quick = outages.now()
+    clock.now += 0.2
+    outages.answered(quick)  # a quick answer is no outage
+    assert outages.excused(3) == 2.5 and outages.quiet_for() == pytest.approx(0.2)

@@ -12,6 +12,10 @@ from bulkops.errors import StorageError, StorageUnavailable
 log = logging.getLogger("bulkops.engine")
 
 
+# A storage call that waits this long for its answer is an outage for the time it waited.
+STALLED = 1.0
+
+
 class Outages:
     """Storage outages this process saw, as the heartbeat age they excuse.
 
@@ -48,8 +52,13 @@ class Outages:
         if self._down_since is None or at < self._down_since:
             self._down_since = at
 
-    def answered(self) -> None:
-        """A storage call succeeded."""
+    def answered(self, began: float | None = None) -> None:
+        """A storage call succeeded. ``began`` (``now()`` as the call began): a call that
+        waited ``STALLED`` or more for its answer counts as storage unreachable meanwhile,
+        as a partition shorter than the calls' time limit fails none of them while every
+        holder's heartbeat waits as long."""
+        if self._down_since is None and began is not None and self._clock() - began >= STALLED:
+            self._down_since = began
         if self._down_since is None:
             return
         now = self._clock()

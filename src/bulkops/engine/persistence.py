@@ -77,7 +77,7 @@ class StorageRetry:
         except StorageUnavailable:
             self.outages.failed(began)
             raise
-        self.outages.answered()
+        self.outages.answered(began)
         return result
 
 
