@@ -53,7 +53,7 @@ bench-quick: $(STAMP)
 # The chaos run (benchmarks/chaos.py): a private PostgreSQL server, an API process and three
 # workers under 40 s of compound faults per seed (workers killed, every connection cut, the
 # database restarted, silent partitions, the S3 store down), then the invariants checked;
-# several seeds, each fault kind at least twice. `tests/e2e/test_chaos.py` runs a 40 s one in the test suite.
+# several seeds, each fault kind at least twice. `tests/e2e/test_chaos.py` runs two of 25 s in the test suite.
 .PHONY: chaos
 
 chaos: $(STAMP)
