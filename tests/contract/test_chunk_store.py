@@ -231,17 +231,20 @@ async def test_claims_among_named_operations_take_only_theirs(
     assert left is not None and left.operation_id == first.id
 
 
-async def test_a_holders_stale_chunks_are_found_and_its_fresh_ones_are_not(
+async def test_a_holders_stale_chunks_are_handed_back_but_fresh_and_kept_ones(
     stores: Stores, make_operation: MakeOperation
 ) -> None:
-    op = await split_operation(stores, make_operation, parts=3)
+    op = await split_operation(stores, make_operation, parts=4)
     store = chunks_of(stores)
     old = FRESH - timedelta(seconds=60)
-    for worker, at in (("w1", old), ("w1", NOW), ("w2", old)):  # chunks 0, 1, 2, in turn
+    for worker, at in (("w1", old), ("w1", NOW), ("w2", old), ("w1", old)):  # chunks 0-3
         claimed = await store.claim_chunk(["import-users"], worker, at, old - timedelta(days=1))
         assert claimed is not None
 
-    assert await store.stale_chunks_of("w1", FRESH) == [(op.id, 0)]
-    assert await store.end_chunk(op.id, 0, "w1", done=False) == 3  # handed back: Pending
-    assert await store.stale_chunks_of("w1", FRESH) == []
-    assert await store.stale_chunks_of("w2", FRESH) == [(op.id, 2)]
+    assert await store.hand_back_stale_chunks("w1", FRESH, keep=[(op.id, 3)]) == [(op.id, 0)]
+    handed = await store.get_chunk(op.id, 0)
+    assert handed is not None and (handed.state, handed.worker_id) == (ChunkState.PENDING, None)
+    assert await store.hand_back_stale_chunks("w1", FRESH, keep=[(op.id, 3)]) == []
+    for index, holder in ((1, "w1"), (2, "w2"), (3, "w1")):  # fresh, another's, kept
+        chunk = await store.get_chunk(op.id, index)
+        assert chunk is not None and (chunk.state, chunk.worker_id) == (ChunkState.RUNNING, holder)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from bulkops.engine.outages import Outages
 
 
@@ -58,16 +56,35 @@ def test_a_call_that_hung_until_its_time_limit_dates_the_outage_from_when_it_beg
     assert outages.excused(3) == 4  # not 1: the 3 s without an answer count too
 
 
-def test_a_call_that_waited_long_for_its_answer_counts_as_an_outage() -> None:
+def test_the_longest_recent_stall_is_excused_not_the_sum_of_overlapping_calls() -> None:
     # A partition shorter than the calls' time limit: no call fails, but each waits as
     # long as it lasts, and so does every holder's heartbeat.
     clock = Clock()
     outages = Outages(clock)
-    began = outages.now()
+    assert outages.excused(3) == 0
+    started = [outages.now() + 0.1 * n for n in range(16)]  # 16 calls, overlapping
     clock.now += 2.5
-    outages.answered(began)
-    assert not outages.down and outages.excused(3) == 2.5 and outages.quiet_for() == 0
+    for began in started:
+        outages.answered(began)
+    assert not outages.down and outages.excused(3) == 2.5
+    assert outages.quiet_for() == float("inf")  # a stall is not storage gone and back
     quick = outages.now()
     clock.now += 0.2
-    outages.answered(quick)  # a quick answer is no outage
-    assert outages.excused(3) == 2.5 and outages.quiet_for() == pytest.approx(0.2)
+    outages.answered(quick)  # a quick answer is no stall
+    assert outages.excused(3) == 2.5
+    clock.now += 2 * 3 + 2.5  # no longer recent
+    assert outages.excused(3) == 0
+
+
+def test_an_outage_counted_already_is_not_counted_again() -> None:
+    clock = Clock()
+    outages = Outages(clock)
+    outages.failed()
+    clock.now += 10
+    outages.answered()
+    began = clock.now - 2  # began during the outage, failed after it
+    clock.now += 2
+    outages.failed(began)
+    clock.now += 1
+    outages.answered()
+    assert outages.excused(30) == 10 + 3

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -91,7 +92,7 @@ class ChunkClaims:
         self._begin = begin
         # Chunk runs in progress here, by (operation id, chunk index).
         self.runs: dict[tuple[UUID, int], tuple[Run[ChunkRange], asyncio.Task[None]]] = {}
-        self._held: set[tuple[UUID, int]] = set()  # claimed here: being admitted or run
+        self._held: Counter[tuple[UUID, int]] = Counter()  # claimed here: admitted or run
         self._turns = 0  # turns started and not ended
         self._claimers = 0  # turns started that have not claimed a chunk or found none yet
         self._again = False  # news came while a turn looked: it may have looked too early
@@ -162,9 +163,10 @@ class ChunkClaims:
             equalizer.chunks_found()
         return 0
 
-    def holds(self, operation_id: UUID, index: int) -> bool:
-        """Whether a chunk claimed here is being admitted or run here now."""
-        return (operation_id, index) in self._held
+    @property
+    def held(self) -> list[tuple[UUID, int]]:
+        """The chunks claimed here that are being admitted or run here now."""
+        return list(self._held)
 
     def stop(self) -> None:
         """Claim no more; a chunk claimed ahead is handed back without running a row."""
@@ -252,7 +254,7 @@ class ChunkClaims:
         (``release`` None) follows none and starts none. ``started`` is set once the run
         has its place in the row slots (or ended)."""
         key = (chunk.operation_id, chunk.index)
-        self._held.add(key)  # from its claim: a stale chunk held here but not so is an orphan
+        self._held[key] += 1  # from its claim: a stale chunk held here but not so is an orphan
         run: Run[ChunkRange] | None = None
         offered = False
         try:
@@ -285,7 +287,7 @@ class ChunkClaims:
                     offered = self.offer(1) > 0
             await task
         finally:
-            self._held.discard(key)
+            self._let_go(key)
             if run is not None:
                 run.scope.rows_done.set()  # no more rows of this run will run, however it ended
                 if self._after.get(chunk.operation_id) is run:
@@ -308,6 +310,7 @@ class ChunkClaims:
     def run_beside(self, chunk: ChunkRecord, started: asyncio.Event) -> None:
         """Run a claimed chunk at once, following no run and starting no turn."""
         self._turns += 1
+        self._held[chunk.operation_id, chunk.index] += 1  # held here before its task starts
         self._begin(self._run_beside(chunk, started))
 
     async def _run_beside(self, chunk: ChunkRecord, started: asyncio.Event) -> None:
@@ -318,6 +321,12 @@ class ChunkClaims:
         finally:
             started.set()
             self._turns -= 1
+            self._let_go((chunk.operation_id, chunk.index))
+
+    def _let_go(self, key: tuple[UUID, int]) -> None:
+        self._held[key] -= 1
+        if self._held[key] <= 0:
+            del self._held[key]
 
 
 def _waiter(event: asyncio.Event) -> asyncio.Task[bool]:

@@ -4,6 +4,7 @@ for the death of the workers it cut off."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -12,7 +13,8 @@ from bulkops.errors import StorageError, StorageUnavailable
 log = logging.getLogger("bulkops.engine")
 
 
-# A storage call that waits this long for its answer is an outage for the time it waited.
+# A storage call that waits this long for its answer was a stall of storage: heartbeats
+# waited as long, and the longest recent stall is excused (not their sum: calls overlap).
 STALLED = 1.0
 
 
@@ -25,7 +27,10 @@ class Outages:
     an operation: for a while after an outage (twice the abandon age) the outage's
     length is added to the age a heartbeat must reach. A holder that really died is
     taken over that much later; one that lived keeps its work instead of seeing it run
-    again elsewhere while its finished rows are refused.
+    again elsewhere while its finished rows are refused. A call that got its answer only
+    after ``STALLED`` (a partition shorter than the calls' time limit fails none of them)
+    is a stall: the longest recent one is excused the same way, while it is recent; it
+    does not count as storage gone and back (``quiet_for``).
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -33,6 +38,9 @@ class Outages:
         self._down_since: float | None = None
         self._back_at: float | None = None
         self._excused = 0.0  # seconds of the recent outages
+        self._stall = 0.0  # seconds of the longest recent stall
+        self._stall_end = -math.inf  # when it ended
+        self._abandon_after = 0.0  # as last asked of ``excused``
 
     @property
     def down(self) -> bool:
@@ -49,19 +57,21 @@ class Outages:
         its time limit, while the holders cut off stopped renewing their heartbeats when
         it began."""
         at = self._clock() if began is None else began
+        if self._back_at is not None:
+            at = max(at, self._back_at)  # the outage before is counted already
         if self._down_since is None or at < self._down_since:
             self._down_since = at
 
     def answered(self, began: float | None = None) -> None:
-        """A storage call succeeded. ``began`` (``now()`` as the call began): a call that
-        waited ``STALLED`` or more for its answer counts as storage unreachable meanwhile,
-        as a partition shorter than the calls' time limit fails none of them while every
-        holder's heartbeat waits as long."""
-        if self._down_since is None and began is not None and self._clock() - began >= STALLED:
-            self._down_since = began
+        """A storage call succeeded; with ``began`` (``now()`` as the call began), one that
+        waited ``STALLED`` or more for its answer is noted as a stall."""
+        now = self._clock()
+        if began is not None and now - began >= STALLED:
+            recent = now - self._stall_end < self._stall_window()
+            self._stall = max(self._stall, now - began) if recent else now - began
+            self._stall_end = now
         if self._down_since is None:
             return
-        now = self._clock()
         self._excused += now - self._down_since
         self._down_since = None
         self._back_at = now
@@ -78,14 +88,20 @@ class Outages:
     def excused(self, abandon_after: float) -> float:
         """Seconds to add to ``abandon_after`` before a heartbeat counts as stale now."""
         now = self._clock()
+        self._abandon_after = abandon_after
+        stall = self._stall if now - self._stall_end < self._stall_window() else 0.0
         if self._down_since is not None:
-            return self._excused + now - self._down_since
+            return max(stall, self._excused + now - self._down_since)
         if self._back_at is None:
-            return 0.0
+            return stall
         if now - self._back_at >= 2 * abandon_after + self._excused:
             self._back_at, self._excused = None, 0.0
-            return 0.0
-        return self._excused
+            return stall
+        return max(stall, self._excused)
+
+    def _stall_window(self) -> float:
+        """How long a stall is recent: twice the abandon age and the stall itself."""
+        return 2 * self._abandon_after + self._stall
 
     async def quietly(self, action: Callable[[], Awaitable[None]]) -> None:
         """Run a background storage action (a poll, a scan): a storage error is logged and

@@ -72,8 +72,8 @@ class Takers(Protocol):
     def offer_chunks(self, count: int) -> int:
         """News of ``count`` claimable chunks."""
 
-    def holds_chunk(self, operation_id: UUID, index: int) -> bool:
-        """Whether a chunk claimed here is being admitted or run here now."""
+    def chunks_held(self) -> list[tuple[UUID, int]]:
+        """The chunks claimed here that are being admitted or run here now."""
 
 
 class Reaper:
@@ -213,20 +213,18 @@ class Reaper:
         (a claim whose answer was lost with its connection, an end that storage never
         took): every run here renews its chunks, so a stale one of this holder is one of
         those. Left, they would wait ``ALIVE_PATIENCE`` like a live holder's."""
-        me, chunks = self._context.config.worker_id, self._stores.chunks
-        handed = 0
-        for operation_id, index in await chunks.stale_chunks_of(me, stale_before):
-            if self._takers.holds_chunk(operation_id, index):
-                continue
-            if await chunks.end_chunk(operation_id, index, me, done=False) is not None:
-                log.warning(
-                    "Handing back chunk %d of operation %s: held here, but run by none",
-                    index,
-                    operation_id,
-                )
-                handed += 1
+        me = self._context.config.worker_id
+        handed = await self._stores.chunks.hand_back_stale_chunks(
+            me, stale_before, keep=self._takers.chunks_held()
+        )
+        for operation_id, index in handed:
+            log.warning(
+                "Handed back chunk %d of operation %s: held here, but run by none",
+                index,
+                operation_id,
+            )
         if handed:
-            self._takers.offer_chunks(handed)
+            self._takers.offer_chunks(len(handed))
 
     async def _find_dead(self) -> set[str]:
         """Holders storage found dead at two looks ``CONFIRM_DEATH`` apart, with storage

@@ -204,9 +204,9 @@ class WorkScheduler:
         """News of ``count`` claimable chunks: start turns to claim them; how many."""
         return self._chunks.found(count)
 
-    def holds_chunk(self, operation_id: UUID, index: int) -> bool:
-        """Whether a chunk claimed here is being admitted or run here now."""
-        return self._chunks.holds(operation_id, index)
+    def chunks_held(self) -> list[tuple[UUID, int]]:
+        """The chunks claimed here that are being admitted or run here now."""
+        return self._chunks.held
 
     async def poll_chunks(self) -> None:
         """Start turns for the chunks any process could claim now (Pending or abandoned)."""

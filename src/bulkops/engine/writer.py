@@ -228,15 +228,16 @@ class RowWriter:
             outcomes: Sequence[Outcome] = await self._retry.call(self._save, writes)
         except StorageUnavailable as exc:
             outcomes = [exc] * len(writes)  # storage stayed unreachable: every run stops
-            # The runs of this write stop; a run started later tries storage afresh (held,
-            # it would wait for a write that nothing would begin).
-            self._stalled = False
         except Exception as exc:
             if len(writes) == 1:
                 outcomes = [exc]
             else:
                 log.warning("A write of %d runs failed (%s); trying run by run", len(writes), exc)
                 outcomes = [await self._alone(write) for write in writes]
+        # Every run of the write has its outcome: those storage kept out stop, and a run
+        # started later tries storage afresh (held, it would wait for a write that nothing
+        # would begin).
+        self._stalled = False
         self._metrics.write_took(time.perf_counter() - started)
         return outcomes
 

@@ -530,18 +530,29 @@ class MemoryStore:
         """One chunk, or None."""
         return self._chunks.get(operation_id, {}).get(index)
 
-    async def stale_chunks_of(
-        self, worker_id: str, stale_before: datetime
+    async def hand_back_stale_chunks(
+        self, worker_id: str, stale_before: datetime, keep: Collection[tuple[UUID, int]] = ()
     ) -> Sequence[tuple[UUID, int]]:
-        """The Running chunks ``worker_id`` holds with a void or older heartbeat."""
-        return [
-            (operation_id, index)
-            for operation_id, parts in self._chunks.items()
-            for index, chunk in parts.items()
-            if chunk.state is ChunkState.RUNNING
-            and chunk.worker_id == worker_id
-            and (chunk.heartbeat_at is None or chunk.heartbeat_at < stale_before)
-        ]
+        """Hand back the Running chunks ``worker_id`` holds with a void or older heartbeat,
+        but those in ``keep``."""
+        handed: list[tuple[UUID, int]] = []
+        for operation_id, parts in self._chunks.items():
+            for index, chunk in parts.items():
+                if (
+                    chunk.state is ChunkState.RUNNING
+                    and chunk.worker_id == worker_id
+                    and (chunk.heartbeat_at is None or chunk.heartbeat_at < stale_before)
+                    and (operation_id, index) not in keep
+                ):
+                    parts[index] = replace(
+                        chunk,
+                        state=ChunkState.PENDING,
+                        worker_id=None,
+                        heartbeat_at=None,
+                        version=chunk.version + 1,
+                    )
+                    handed.append((operation_id, index))
+        return handed
 
     async def heartbeat_chunks(
         self, held: Collection[tuple[UUID, int]], worker_id: str, now: datetime

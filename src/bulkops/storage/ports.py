@@ -202,11 +202,13 @@ class ChunkStore(Protocol):
         ``worker_id`` still holds, in one statement; returns those (the others it no
         longer holds)."""
 
-    async def stale_chunks_of(
-        self, worker_id: str, stale_before: datetime
+    async def hand_back_stale_chunks(
+        self, worker_id: str, stale_before: datetime, keep: Collection[tuple[UUID, int]] = ()
     ) -> Sequence[tuple[UUID, int]]:
-        """The Running chunks ``worker_id`` holds whose heartbeat is void or older than
-        ``stale_before`` (operation id, chunk index)."""
+        """Hand back to Pending the Running chunks ``worker_id`` holds whose heartbeat is
+        void or older than ``stale_before``, except those in ``keep`` (operation id, chunk
+        index); returns those handed back. The heartbeat is checked as each is changed: a
+        chunk claimed again meanwhile (its heartbeat fresh) stays held."""
 
     async def end_chunk(
         self, operation_id: UUID, index: int, worker_id: str, *, done: bool

@@ -211,16 +211,27 @@ class ChunkMethods(SqlBase):
         async with self._db.read() as conn:
             return await _fetch(conn, operation_id, index)
 
-    async def stale_chunks_of(
-        self, worker_id: str, stale_before: datetime
+    async def hand_back_stale_chunks(
+        self, worker_id: str, stale_before: datetime, keep: Collection[tuple[UUID, int]] = ()
     ) -> Sequence[tuple[UUID, int]]:
-        """The Running chunks ``worker_id`` holds with a void or older heartbeat."""
-        stmt = select(_c.operation_id, _c.chunk_index).where(
+        """Hand back the Running chunks ``worker_id`` holds with a void or older heartbeat,
+        but those in ``keep``, in one statement."""
+        conditions = [
             _c.state == ChunkState.RUNNING,
             _c.worker_id == worker_id,
             or_(_c.heartbeat_at.is_(None), _c.heartbeat_at < stale_before),
+        ]
+        if keep:
+            conditions.append(not_(tuple_(_c.operation_id, _c.chunk_index).in_(sorted(keep))))
+        stmt = (
+            update(chunks)
+            .where(*conditions)
+            .values(
+                state=ChunkState.PENDING, worker_id=None, heartbeat_at=None, version=_c.version + 1
+            )
+            .returning(_c.operation_id, _c.chunk_index)
         )
-        async with self._db.read() as conn:
+        async with self._db.write() as conn:
             return [(row[0], row[1]) for row in await conn.execute(stmt)]
 
     async def heartbeat_chunks(
