@@ -40,7 +40,6 @@ class Outages:
         self._excused = 0.0  # seconds of the recent outages
         self._stall = 0.0  # seconds of the longest recent stall
         self._stall_end = -math.inf  # when it ended
-        self._abandon_after = 0.0  # as last asked of ``excused``
 
     @property
     def down(self) -> bool:
@@ -67,8 +66,7 @@ class Outages:
         waited ``STALLED`` or more for its answer is noted as a stall."""
         now = self._clock()
         if began is not None and now - began >= STALLED:
-            recent = now - self._stall_end < self._stall_window()
-            self._stall = max(self._stall, now - began) if recent else now - began
+            self._stall = max(self._stall, now - began)
             self._stall_end = now
         if self._down_since is None:
             return
@@ -88,8 +86,9 @@ class Outages:
     def excused(self, abandon_after: float) -> float:
         """Seconds to add to ``abandon_after`` before a heartbeat counts as stale now."""
         now = self._clock()
-        self._abandon_after = abandon_after
-        stall = self._stall if now - self._stall_end < self._stall_window() else 0.0
+        if now - self._stall_end >= 2 * abandon_after + self._stall:
+            self._stall = 0.0  # no longer recent
+        stall = self._stall
         if self._down_since is not None:
             return max(stall, self._excused + now - self._down_since)
         if self._back_at is None:
@@ -98,10 +97,6 @@ class Outages:
             self._back_at, self._excused = None, 0.0
             return stall
         return max(stall, self._excused)
-
-    def _stall_window(self) -> float:
-        """How long a stall is recent: twice the abandon age and the stall itself."""
-        return 2 * self._abandon_after + self._stall
 
     async def quietly(self, action: Callable[[], Awaitable[None]]) -> None:
         """Run a background storage action (a poll, a scan): a storage error is logged and
