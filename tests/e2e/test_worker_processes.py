@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import tempfile
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Process, serve, status_of, wait_for, wait_terminal
+from tests.e2e.conftest import Process, Spawner, serve, status_of, wait_for, wait_terminal
 
 WORKERS = "2"
 
@@ -109,7 +110,18 @@ def test_a_killed_worker_process_is_restarted_and_the_work_finishes(
     assert "restarting it" in process.output()
 
 
-def test_kill_9_of_serve_leaves_no_worker_process(spawn: Callable[..., Process]) -> None:
+def test_kill_9_of_serve_leaves_no_worker_process(spawn: Spawner) -> None:
+    # A temporary directory of their own (short: it holds Unix sockets): a serve that
+    # another test starts meanwhile would remove what the killed one left behind.
+    private = tempfile.mkdtemp(prefix="bulkops-test-")
+    spawn.base_env["TMPDIR"] = private
+    try:
+        _kill_9_of_serve_leaves_no_worker_process(spawn, private)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _kill_9_of_serve_leaves_no_worker_process(spawn: Spawner, private: str) -> None:
     process, _ = serve(spawn, "--worker-processes", WORKERS)
     pids = two_workers(process)
     process.signal(signal.SIGKILL)
@@ -121,9 +133,9 @@ def test_kill_9_of_serve_leaves_no_worker_process(spawn: Callable[..., Process])
     )
     # The next serve removes the temporary directory the killed one left behind.
     prefix = f"bulkops-serve-{process.popen.pid}-"
-    assert [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(prefix)]
+    assert [p for p in os.listdir(private) if p.startswith(prefix)]
     serve(spawn, "--worker-processes", "1")
-    assert not [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(prefix)]
+    assert not [p for p in os.listdir(private) if p.startswith(prefix)]
 
 
 def test_sigterm_drains_the_worker_processes_and_leaves_nothing(
