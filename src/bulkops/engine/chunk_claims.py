@@ -39,16 +39,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
+from bulkops.engine.chunks import ChunkRange
+from bulkops.engine.context import EngineContext
 from bulkops.engine.equalizer import Equalizer
-from bulkops.engine.run import Run, StopReason
+from bulkops.engine.run import Run
+from bulkops.engine.scope import StopReason
 from bulkops.engine.splits import admit_chunk
 from bulkops.errors import StorageError
 from bulkops.storage.records import ChunkRecord
 
 if TYPE_CHECKING:
-    from bulkops.engine.chunks import ChunkRange
     from bulkops.engine.heartbeat import LiveHolders
-    from bulkops.engine.processor import Processor
 
 log = logging.getLogger("bulkops.engine")
 
@@ -79,14 +80,14 @@ class ChunkClaims:
 
     def __init__(
         self,
-        processor: Processor,
+        context: EngineContext,
         holders: Holders,
         *,
         max_resumes: int,
         begin: Callable[[Coroutine[Any, Any, None]], None],
     ) -> None:
-        self._processor = processor
-        self._worker_id = processor.config.worker_id
+        self._context = context
+        self._worker_id = context.config.worker_id
         self._max_resumes = max_resumes
         self._holders = holders
         self._begin = begin
@@ -104,7 +105,7 @@ class ChunkClaims:
         # one's rows run once this one's are done (or this run ended).
         self._after: dict[UUID, Run[ChunkRange]] = {}
         self._claiming = asyncio.Lock()
-        share = processor.share
+        share = context.share
         # Its runs to equalize (none without a fair share); the scheduler runs it.
         self.equalizer = Equalizer(self, share) if share is not None else None
         self._stopping = False
@@ -112,7 +113,7 @@ class ChunkClaims:
     @property
     def names(self) -> list[str]:
         """The operations this process can run."""
-        return [definition.name for definition in self._processor.registry]
+        return [definition.name for definition in self._context.registry]
 
     def found(self, count: int) -> int:
         """News of ``count`` claimable chunks (a split, a poll, a notice, workers gone):
@@ -148,7 +149,7 @@ class ChunkClaims:
         if self._turns >= MAX_CHUNK_TURNS:
             return 0
         live = await self._holders.live_holders()
-        chunks, stale_before = self._processor.stores.chunks, self._holders.stale_before()
+        chunks, stale_before = self._context.stores.chunks, self._holders.stale_before()
         waiting = await chunks.chunk_work(
             self.names, stale_before, live.ids, live.before, exclude=set(self._chunked)
         )
@@ -230,7 +231,7 @@ class ChunkClaims:
         self, exclude: set[UUID] | None = None, among: list[UUID] | None = None
     ) -> ChunkRecord | None:
         live = await self._holders.live_holders()
-        return await self._processor.stores.chunks.claim_chunk(
+        return await self._context.stores.chunks.claim_chunk(
             self.names,
             self._worker_id,
             utcnow(),
@@ -258,7 +259,7 @@ class ChunkClaims:
         run: Run[ChunkRange] | None = None
         offered = False
         try:
-            record = await admit_chunk(self._processor, chunk, self._max_resumes)
+            record = await admit_chunk(self._context, chunk, self._max_resumes)
             if record is None:
                 return False
             log.info(
@@ -269,7 +270,7 @@ class ChunkClaims:
                 record.id,
             )
             before = self._after.pop(record.id, None) if release is not None else None
-            run = self._processor.start_chunk(record, chunk, before=before)
+            run = Run(self._context, record, ChunkRange(chunk, before))
             task = asyncio.create_task(run.execute())
             self.runs[key] = (run, task)
             if started is not None:

@@ -16,7 +16,7 @@ from bulkops.engine.helper.messages import HelperLost, Job, Progress
 from bulkops.engine.helper.pool import RowHelper, runs_in_helper
 from bulkops.engine.instance import OperationFailed
 from bulkops.engine.resume import FileRows, StoredRows, read_chunk, source_fixes
-from bulkops.engine.run import Ending, Run, StopReason
+from bulkops.engine.scope import Ending, ScopedRun, StopReason
 from bulkops.engine.sink import RecordingSink
 from bulkops.engine.splits import end_split
 from bulkops.engine.spread import fast
@@ -31,7 +31,7 @@ class ChunkRange:
     """The scope of one worker's run of one chunk: its range of rows, read from its offset
     (or run in a row helper). The worker that ends the last chunk ends the operation."""
 
-    def __init__(self, chunk: ChunkRecord, before: Run[ChunkRange] | None = None) -> None:
+    def __init__(self, chunk: ChunkRecord, before: ScopedRun[ChunkRange] | None = None) -> None:
         self.record = chunk
         self._before = before  # the run whose rows must be done before these run
         # Time to claim the next chunk: the second half of the rows is being read here, or
@@ -51,7 +51,7 @@ class ChunkRange:
         """Claimed ahead, its rows not started: the chunk before still runs rows."""
         return self._before is not None and not self._before.scope.rows_done.is_set()
 
-    async def process(self, run: Run[Any]) -> None:
+    async def process(self, run: ScopedRun[Any]) -> None:
         """Run the chunk's rows once the chunk before's are done: in a row helper when they
         may run in one, else here (from where a lost helper stopped)."""
         definition = run.definition()
@@ -59,7 +59,7 @@ class ChunkRange:
         stores, retry = context.stores, context.retry
         take = partial(self._take, run.sink)
         async with stored_file(stores.files, record.file_id, retry.timeout) as path:
-            runner = await run.prepare(definition, record.total_rows)
+            await run.prepare(definition, record.total_rows)
             stored = await StoredRows.load(stores.rows, record.id, after=chunk.first_row - 1)
             fixes = await self._fixes(run)
             job = self._job(run, definition, path, fixes)
@@ -90,13 +90,13 @@ class ChunkRange:
             )
             try:
                 remaining = dropwhile(lambda raw: raw.number <= done, rows)
-                await run.feed(FileRows(self._in_range(remaining, done + 1), stored), runner)
+                await run.feed(FileRows(self._in_range(remaining, done + 1), stored))
                 self.rows_done.set()
             finally:
                 rows.close()
 
     def _may_use_helper(
-        self, run: Run[Any], definition: OperationDefinition, stored: StoredRows | None
+        self, run: ScopedRun[Any], definition: OperationDefinition, stored: StoredRows | None
     ) -> bool:
         """Whether the chunk's rows may run in a helper process (none of them stored yet):
         only when it was cut for fast rows (``spread.fast``). A smaller chunk was cut
@@ -110,7 +110,7 @@ class ChunkRange:
         )
 
     def _helper_for(
-        self, run: Run[Any], definition: OperationDefinition, stored: StoredRows | None
+        self, run: ScopedRun[Any], definition: OperationDefinition, stored: StoredRows | None
     ) -> RowHelper | None:
         """A row helper process for the chunk's rows, when they may run in one (see
         ``RowHelpers.take``)."""
@@ -120,7 +120,11 @@ class ChunkRange:
         return helpers.take()
 
     async def _send_ahead(
-        self, run: Run[Any], definition: OperationDefinition, stored: StoredRows | None, job: Job
+        self,
+        run: ScopedRun[Any],
+        definition: OperationDefinition,
+        stored: StoredRows | None,
+        job: Job,
     ) -> tuple[RowHelper, Job] | None:
         """Queue the rows in the helper running the chunk before's, when they may run in
         one: it goes on with them the moment it is done with those, instead of waiting for
@@ -141,7 +145,7 @@ class ChunkRange:
             helper.release()
             return None
 
-    async def _fixes(self, run: Run[Any]) -> dict[int, dict[str, Any]] | None:
+    async def _fixes(self, run: ScopedRun[Any]) -> dict[int, dict[str, Any]] | None:
         """The fixed rows' data of the chunk's rows (see ``resume.source_fixes``)."""
         stores, chunk = run.context.stores, self.record
         fixes = await run.context.retry.call(
@@ -154,7 +158,7 @@ class ChunkRange:
 
     def _job(
         self,
-        run: Run[Any],
+        run: ScopedRun[Any],
         definition: OperationDefinition,
         path: Path,
         fixes: dict[int, dict[str, Any]] | None,
@@ -184,7 +188,7 @@ class ChunkRange:
         sink.timed(progress.latencies, progress.seconds)
         self._reported = progress.upto
 
-    async def _offload(self, run: Run[Any], helper: RowHelper, job: Job) -> int | None:
+    async def _offload(self, run: ScopedRun[Any], helper: RowHelper, job: Job) -> int | None:
         """Follow the submitted job of the chunk's rows in ``helper``, recording them as they
         are reported. None when it ran them all; else the last row it reported, after
         which the rows run here: when the helper was lost (one may have run there
@@ -217,7 +221,7 @@ class ChunkRange:
             raise OperationFailed(finished.failure)
         return self._reported if finished.stopped else None
 
-    async def _still_running(self, run: Run[Any]) -> None:
+    async def _still_running(self, run: ScopedRun[Any]) -> None:
         """Stop here, before a row, when the operation was cancelled (or moved on) while
         this chunk waited for the one before: the heartbeat would see it only later."""
         context = run.context
@@ -236,7 +240,7 @@ class ChunkRange:
         self.nearly_done.set()
         yield from ()
 
-    async def conclude(self, run: Run[Any], ending: Ending) -> None:
+    async def conclude(self, run: ScopedRun[Any], ending: Ending) -> None:
         """End the chunk: Done (and the operation, when it was the last), handed back on a
         stop or lost storage, the operation failed on a failure; left as it is when the
         operation was cancelled or taken over."""

@@ -69,9 +69,3 @@ class Pacer:
                 continue
             async with self.slots.given_up():
                 await asyncio.sleep(delay)
-
-
-def rate_key(operation_name: str, step_name: str | None = None) -> str:
-    """The shared key of an operation's (or one of its steps') rate limit."""
-    base = operation_name.casefold()
-    return base if step_name is None else f"{base}:{step_name}"

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import ParamSpec, Protocol, TypeVar
 
+from bulkops.definition.controls import RateLimit
 from bulkops.storage.records import RowRecord
 
 P = ParamSpec("P")
@@ -19,6 +20,13 @@ class StorageCalls(Protocol):
     async def call(self, method: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         """``await method(*args, **kwargs)``, tried again while storage is unavailable."""
         ...
+
+
+class Pacing(Protocol):
+    """What a row awaits right before a rate-limited call (``pacing.Pacer``)."""
+
+    async def before(self, key: str, rate: RateLimit) -> None:
+        """Return once a call under ``key`` may start (and count it as started)."""
 
 
 class RowSink(Protocol):

@@ -10,15 +10,14 @@ from typing import Any
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import OperationDefinition
-from bulkops.engine.chunks import ChunkRange
 from bulkops.engine.context import EngineContext, ProcessorConfig, Stores
-from bulkops.engine.feed import Runner
 from bulkops.engine.helper.pool import runs_in_helper
 from bulkops.engine.instance import OperationFailed
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.resume import FileRows, StoredRows, operation_rows, source_fixes
 from bulkops.engine.retry import RetrySource
-from bulkops.engine.run import Ending, Run, StopReason
+from bulkops.engine.run import Run
+from bulkops.engine.scope import Ending, ScopedRun, StopReason
 from bulkops.engine.spread import SPREAD_SECONDS, Cut, Probe, chunk_size, grain, plan
 from bulkops.engine.stored_file import stored_file
 from bulkops.engine.undo import undo_source
@@ -48,24 +47,14 @@ __all__ = [
 
 
 class Processor(EngineContext):
-    """Starts the runs of claimed operations and chunks: the engine's context plus the two
-    scopes of a run. One instance serves every run of a scheduler."""
+    """Starts the runs of claimed operations: the engine's context plus the scope of a
+    whole operation's run. One instance serves every run of a scheduler."""
 
     def start(self, record: OperationRecord) -> Run[WholeOperation]:
         """A run for an operation this worker has just claimed or taken over: Running
         processes the file (skipping rows already final) or splits it into chunks, Retrying
         the rows a retry reset."""
         return Run(self, record, WholeOperation())
-
-    def start_chunk(
-        self,
-        record: OperationRecord,
-        chunk: ChunkRecord,
-        before: Run[ChunkRange] | None = None,
-    ) -> Run[ChunkRange]:
-        """A run for a chunk this worker has just claimed; its rows run once those of
-        ``before`` (the run of the operation's chunk before it here), when given, are done."""
-        return Run(self, record, ChunkRange(chunk, before))
 
 
 class WholeOperation:
@@ -78,7 +67,7 @@ class WholeOperation:
     def __init__(self) -> None:
         self.chunks = 0  # how many chunks the operation was split into (0: not split)
 
-    async def process(self, run: Run[Any]) -> None:
+    async def process(self, run: ScopedRun[Any]) -> None:
         """Run the operation's rows: an undo's, a retry's, or the file's (maybe cut)."""
         definition = run.definition()
         record, context = run.record, run.context
@@ -86,9 +75,9 @@ class WholeOperation:
         fmt = FileFormat(record.file_format)
         if record.undo_of is not None and record.status is OperationStatus.RUNNING:
             # An undo runs the rows the undone operation recorded: never split.
-            runner = await run.prepare(definition, record.total_rows)
+            await run.prepare(definition, record.total_rows)
             async with undo_source(stores, retry, record, definition) as source:
-                await run.feed(source, runner)
+                await run.feed(source)
             return
         if record.status is OperationStatus.RETRYING:
             await self._process_retry(run, definition, fmt)
@@ -112,36 +101,34 @@ class WholeOperation:
                 partial(count_chunks, limits=limits), path, fmt, step, delimiter, sheet
             )
             await retry.call(stores.operations.set_total_rows, record.id, counted.total)
-            runner = await run.prepare(definition, counted.total)
+            await run.prepare(definition, counted.total)
             fixes = await retry.call(source_fixes, stores.operations, stores.rows, record)
             reader = operation_rows(
                 path, definition, record.file_format, record.column_map, sheet=sheet, fixes=fixes
             )
             try:
                 stored = await StoredRows.load(stores.rows, record.id)
-                await self._run_and_spread(run, FileRows(reader, stored), runner, counted)
+                await self._run_and_spread(run, FileRows(reader, stored), counted)
             finally:
                 reader.close()
 
-    async def _run_and_spread(
-        self, run: Run[Any], rows: FileRows, runner: Runner, counted: RowCount
-    ) -> None:
+    async def _run_and_spread(self, run: ScopedRun[Any], rows: FileRows, counted: RowCount) -> None:
         """Run the rows; when the file can be cut, run its first rows only (the first
         chunk), and split the rest into chunks sized at their pace when it would take this
         worker long, or is more than a chunk may hold."""
         if len(counted.chunks) < 2:
-            await run.feed(rows, runner)
+            await run.feed(rows)
             return
         chunk_rows = run.context.config.chunk_rows
         boundaries = {start.first_row for start in counted.chunks}
         probe = Probe(rows, boundaries, limit=chunk_rows, step=grain(chunk_rows))
-        await run.feed(probe.first(), runner)
+        await run.feed(probe.first())
         probe.ended(run.turn_seconds)
         if run.stop_reason is not None or run.sink.halted or not probe.next_row:
             return
         left = counted.total - probe.next_row + 1
         if left <= chunk_rows and left * probe.seconds_per_row <= SPREAD_SECONDS:
-            await run.feed(probe.rest(), runner)
+            await run.feed(probe.rest())
             return
         run.pass_turn()
         await run.recorder.close()  # its rows are stored before the split
@@ -150,7 +137,7 @@ class WholeOperation:
         rest = plan(counted.chunks, probe.next_row, counted.total, size, chunk_rows)
         await self._split(run, [first, *rest], counted.total)
 
-    async def _split(self, run: Run[Any], cuts: list[Cut], total: int) -> None:
+    async def _split(self, run: ScopedRun[Any], cuts: list[Cut], total: int) -> None:
         """Hand the rest of the operation to its chunks: any worker may now claim them. The
         first cut is the rows this run ran: its chunk is stored Done, held by this worker."""
         record, context = run.record, run.context
@@ -195,10 +182,10 @@ class WholeOperation:
         )
 
     async def _process_retry(
-        self, run: Run[Any], definition: OperationDefinition, fmt: FileFormat
+        self, run: ScopedRun[Any], definition: OperationDefinition, fmt: FileFormat
     ) -> None:
         record = run.record
-        runner = await run.prepare(definition, record.total_rows)
+        await run.prepare(definition, record.total_rows)
         # The reset rows (and any a stopped worker left unfinished) run again.
         pending = run.context.stores.rows.iterate(record.id, states=UNFINISHED)
         source = RetrySource(
@@ -207,9 +194,9 @@ class WholeOperation:
             drop_empty=fmt in (FileFormat.CSV, FileFormat.XLSX),
             column_map=record.column_map,
         )
-        await run.feed(source, runner)
+        await run.feed(source)
 
-    async def conclude(self, run: Run[Any], ending: Ending) -> None:
+    async def conclude(self, run: ScopedRun[Any], ending: Ending) -> None:
         """Finish, fail or release the operation, unless it was split, cancelled, taken
         over or left for storage: then its stored status stands."""
         record, context = run.record, run.context

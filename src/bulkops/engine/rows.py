@@ -21,7 +21,7 @@ from bulkops.definition.operation import (
 )
 from bulkops.definition.row_context import RowScope, row_frame, row_restart
 from bulkops.engine.invoke import direct_call, error_text
-from bulkops.engine.pacing import Pacer, rate_key
+from bulkops.engine.ports import Pacing
 from bulkops.errors import ValidationError
 from bulkops.formats import RawRow
 from bulkops.storage.records import RowRecord, StepState
@@ -40,7 +40,7 @@ class RowBasics:
         metadata: Metadata,
         operation_id: UUID,
         *,
-        pacer: Pacer | None = None,
+        pacer: Pacing | None = None,
         created_by: str = "",
     ) -> None:
         self.definition = definition
@@ -255,3 +255,9 @@ class RowRunner(RowBasics):
             return prepared
         await self.pace()
         return prepared[0]
+
+
+def rate_key(operation_name: str, step_name: str | None = None) -> str:
+    """The shared key of an operation's (or one of its steps') rate limit."""
+    base = operation_name.casefold()
+    return base if step_name is None else f"{base}:{step_name}"

@@ -2,29 +2,28 @@
 records, stopping, and its end.
 
 A run of a whole operation and a run of a chunk are the same class; what differs is its
-``Scope``: which rows it reads, whether it cuts the rest into chunks, and how it concludes
-(``processor.WholeOperation``: the claimer's, from the first row; ``chunks.ChunkRange``: a
-claimed chunk's range, maybe in a row helper).
+``Scope`` (``engine/scope.py``), which drives it as a ``ScopedRun``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import AsyncIterable
+from typing import Generic, TypeVar
 
 from bulkops.definition.operation import OperationDefinition
 from bulkops.engine.context import EngineContext
 from bulkops.engine.dry_run import DRY_RUN_STEP, DRY_RUN_STEP_INDEX, DryRunner
-from bulkops.engine.feed import RowBatches, RowFeed, Runner
+from bulkops.engine.feed import RowFeed, Runner
 from bulkops.engine.heartbeat import Held
 from bulkops.engine.instance import OperationFailed, instantiate
 from bulkops.engine.invoke import error_text
 from bulkops.engine.pacing import Pacer
 from bulkops.engine.recorder import RowRecorder
+from bulkops.engine.resume import RowBatch
 from bulkops.engine.runners import runner_for
+from bulkops.engine.scope import Ending, Scope, StopReason
 from bulkops.engine.sink import RecordingSink
 from bulkops.engine.window import FailureBudget
 from bulkops.errors import FileFormatError, StorageError
@@ -36,43 +35,6 @@ from bulkops.storage.records import Fence, OperationRecord
 from bulkops.storage.states import OperationStatus
 
 log = logging.getLogger("bulkops.engine")
-
-
-class StopReason(enum.Enum):
-    """Why a run stopped before its last row."""
-
-    CANCELLED = "cancelled"  # a user cancelled the operation
-    LOST = "lost"  # someone else moved it on (stuck sweeper, recovery, a resuming worker)
-    SHUTDOWN = "shutdown"  # this process is stopping and could not drain in time
-    STORAGE = "storage"  # storage stayed unreachable: left to be resumed
-
-
-@dataclass(frozen=True, slots=True)
-class Ending:
-    """How a run ended: why it stopped early (None: it read every row) and the failure of
-    the operation as a whole, if any."""
-
-    stop_reason: StopReason | None
-    failure: str | None
-
-
-class Scope(Protocol):
-    """What a run covers and how it ends: the difference between the run of a whole
-    operation and the run of a chunk."""
-
-    @property
-    def chunk(self) -> int | None:
-        """The index of the chunk it holds (None: the whole operation)."""
-
-    @property
-    def waiting(self) -> bool:
-        """Set up ahead of its rows, which wait for another run's (a chunk claimed ahead)."""
-
-    async def process(self, run: Run[Any]) -> None:
-        """Read its rows and feed them to the run (``Run.feed``)."""
-
-    async def conclude(self, run: Run[Any], ending: Ending) -> None:
-        """Record the end of what it held, once its rows are recorded."""
 
 
 S = TypeVar("S", bound=Scope)
@@ -94,6 +56,7 @@ class Run(Generic[S]):
         self._held = held
         self.stop_reason: StopReason | None = None
         self._work: asyncio.Task[None] | None = None
+        self._runner: Runner | None = None  # once prepared
         limit = self._config.max_row_concurrency
         self._recorder = RowRecorder(
             record,
@@ -220,8 +183,11 @@ class Run(Generic[S]):
             )
         return definition
 
-    async def prepare(self, definition: OperationDefinition, total: int) -> Runner:
+    async def prepare(self, definition: OperationDefinition, total: int) -> None:
         """Build the operation and the runner of its rows; take its place in the row slots."""
+        self._runner = await self._build(definition, total)
+
+    async def _build(self, definition: OperationDefinition, total: int) -> Runner:
         metadata, instance = await instantiate(definition, self.record.metadata)
         self._feed.join(instance, metadata, ahead=self.waiting)
         if self.record.dry_run:  # every row is validated: no failure budget, no pacing
@@ -244,6 +210,8 @@ class Run(Generic[S]):
         beside each other, or has had no turn)."""
         return self._feed.turn_seconds
 
-    async def feed(self, rows: RowBatches, runner: Runner) -> None:
-        """Run ``rows`` with ``runner``, recording each outcome (``feed.RowFeed``)."""
-        await self._feed.feed(rows, runner)
+    async def feed(self, rows: AsyncIterable[RowBatch]) -> None:
+        """Run ``rows`` with the prepared runner, recording each outcome (``feed.RowFeed``)."""
+        if self._runner is None:
+            raise RuntimeError("a run feeds rows only once prepared")
+        await self._feed.feed(rows, self._runner)

@@ -16,7 +16,8 @@ from bulkops.engine.chunk_claims import ChunkClaims
 from bulkops.engine.persistence import apply_change
 from bulkops.engine.polling import Pollers, processing
 from bulkops.engine.reaper import Reaper
-from bulkops.engine.run import Run, StopReason
+from bulkops.engine.run import Run
+from bulkops.engine.scope import StopReason
 from bulkops.engine.signals import SignalDelivery
 from bulkops.errors import IllegalTransition, StorageError
 from bulkops.storage import lifecycle

@@ -24,7 +24,7 @@ from bulkops.storage.records import ProgressDelta, RowWrite
 from bulkops.storage.states import OperationStatus
 
 if TYPE_CHECKING:
-    from bulkops.engine.persistence import StorageRetry
+    from bulkops.engine.ports import StorageCalls
 
 log = logging.getLogger("bulkops.engine")
 
@@ -93,7 +93,7 @@ class RowWriter:
     def __init__(
         self,
         rows: RowStore,
-        retry: StorageRetry,
+        retry: StorageCalls,
         metrics: Metrics | None = None,
         *,
         most_unstored: int = 0,
