@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import pytest
@@ -54,6 +54,31 @@ class HeldStore:
         return statuses
 
 
+@dataclass
+class Slots:
+    """The process's row slots as the writer sees them."""
+
+    held: int
+
+
+class Holder:
+    """The run a recorder stores rows for: what each write told it."""
+
+    def __init__(
+        self,
+        statuses: list[OperationStatus | None] | None = None,
+        failures: list[BaseException] | None = None,
+    ) -> None:
+        self.statuses = statuses if statuses is not None else []
+        self.failures = failures if failures is not None else []
+
+    def lost(self, status: OperationStatus | None) -> None:
+        self.statuses.append(status)
+
+    def unstored(self, error: BaseException) -> None:
+        self.failures.append(error)
+
+
 def recorder(
     store: HeldStore,
     retry: StorageRetry | None = None,
@@ -80,8 +105,7 @@ def recorder(
         fence=Fence("w"),
         flush_rows=FLUSH,
         hold_after=hold_after,
-        on_status=(statuses.append if statuses is not None else lambda _: None),
-        on_failure=lambda exc: None,
+        run=Holder(statuses),
     )
     return made, operation
 
@@ -375,8 +399,7 @@ async def test_a_bad_write_fails_its_run_only_and_the_others_are_stored() -> Non
         writer,
         fence=Fence("w"),
         flush_rows=FLUSH,
-        on_status=lambda _: None,
-        on_failure=failures.append,
+        run=Holder(failures=failures),
     )
     good.start()
     broken.start()
@@ -395,12 +418,12 @@ async def test_a_bad_write_fails_its_run_only_and_the_others_are_stored() -> Non
 
 async def test_rows_running_count_toward_the_hold_of_a_slow_write() -> None:
     store = HeldStore()
-    running = [3]  # rows holding a slot of the process right now
+    slots = Slots(held=3)  # rows holding a slot of the process right now
     writer = RowWriter(
         store,  # type: ignore[arg-type]
         StorageRetry(0),
         most_unstored=4,
-        running=lambda: running[0],
+        slots=slots,
     )
     rows, operation = recorder(store, hold_after=10, writer=writer)
     rows.start()
@@ -413,7 +436,7 @@ async def test_rows_running_count_toward_the_hold_of_a_slow_write() -> None:
             await asyncio.sleep(0.001)
         rows.refresh()
         assert rows.full  # 1 unstored + 3 running: the 4 slots, though 1 < hold_after
-        running[0] = 2
+        slots.held = 2
         rows.refresh()
         assert not rows.full  # a slot is free again
         store.gate.set()

@@ -50,8 +50,15 @@ async def until(condition: object, what: str) -> None:
             await asyncio.sleep(0.001)
 
 
+class Handed:
+    """The sink of a window: the records it handed on, in order."""
+
+    def __init__(self, added: list[RowRecord]) -> None:
+        self.record = added.append
+
+
 def window(slots: SharedSlots | None, added: list[RowRecord], room: Room) -> Window:
-    return Window(2, slots, added.append, room)  # type: ignore[arg-type]
+    return Window(2, slots, Handed(added), room)  # type: ignore[arg-type]
 
 
 async def test_rows_that_finish_while_their_run_waits_for_a_slot_are_handed_on_at_once() -> None:
@@ -161,7 +168,7 @@ def watched() -> tuple[Window, WatchedSlots, Room, list[RowRecord]]:
     added: list[RowRecord] = []
     room = Room()
     slots = WatchedSlots(added, room)
-    return Window(1, slots, added.append, room), slots, room, added  # type: ignore[arg-type]
+    return Window(1, slots, Handed(added), room), slots, room, added  # type: ignore[arg-type]
 
 
 async def test_a_row_is_handed_on_before_its_slot_is_free() -> None:

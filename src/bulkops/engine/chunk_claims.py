@@ -33,15 +33,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from bulkops.clock import utcnow
 from bulkops.engine.chunks import ChunkRange
 from bulkops.engine.context import EngineContext
 from bulkops.engine.equalizer import Equalizer
+from bulkops.engine.ports import WorkTasks
 from bulkops.engine.run import Run
 from bulkops.engine.scope import StopReason
 from bulkops.engine.splits import admit_chunk
@@ -74,7 +75,7 @@ class Holders(Protocol):
 class ChunkClaims:
     """The chunk claims of one process: its turns, claim-ahead, and runs to equalize.
 
-    ``begin`` starts a coroutine as the scheduler's work (so the scheduler knows when it is
+    ``tasks`` runs its turns as the scheduler's work (so the scheduler knows when it is
     idle); ``holders`` says whose chunks may be taken over.
     """
 
@@ -84,13 +85,13 @@ class ChunkClaims:
         holders: Holders,
         *,
         max_resumes: int,
-        begin: Callable[[Coroutine[Any, Any, None]], None],
+        tasks: WorkTasks,
     ) -> None:
         self._context = context
         self._worker_id = context.config.worker_id
         self._max_resumes = max_resumes
         self._holders = holders
-        self._begin = begin
+        self._tasks = tasks
         # Chunk runs in progress here, by (operation id, chunk index).
         self.runs: dict[tuple[UUID, int], tuple[Run[ChunkRange], asyncio.Task[None]]] = {}
         self._held: Counter[tuple[UUID, int]] = Counter()  # claimed here: admitted or run
@@ -130,14 +131,11 @@ class ChunkClaims:
         free = min(MAX_CHUNK_TURNS - self._turns, MAX_CLAIMERS - self._claimers)
         if count > free:
             self._again = True
-        offered = 0
-        for _ in range(min(count, free)):
-            if self._stopping:
-                break
+        offered = 0 if self._stopping else max(0, min(count, free))
+        for _ in range(offered):
             self._turns += 1
             self._claimers += 1
-            self._begin(self._take_turn())
-            offered += 1
+            self._tasks.begin(self._take_turn())
         return offered
 
     async def poll(self) -> int:
@@ -248,12 +246,11 @@ class ChunkClaims:
         release: Callable[[], None] | None,
         started: asyncio.Event | None = None,
     ) -> bool:
-        """Run a claimed chunk; True when the next turn was started while its last write was
-        being stored. A turn's run (``release`` given: it lets this process claim another
-        chunk of the operation in turn) follows the run of the operation's chunk before it
-        here, and starts the next turn when its rows are nearly done; a run to equalize
-        (``release`` None) follows none and starts none. ``started`` is set once the run
-        has its place in the row slots (or ended)."""
+        """Run a claimed chunk; True when the next turn began while its last write was stored.
+        A turn's run (``release``: lets another chunk of the operation be claimed in turn)
+        follows the operation's run before it here and starts the next turn when its rows
+        are nearly done; a run to equalize follows none and starts none. ``started`` is set
+        once the run has its place in the row slots (or ended)."""
         key = (chunk.operation_id, chunk.index)
         self._held[key] += 1  # from its claim: a stale chunk held here but not so is an orphan
         run: Run[ChunkRange] | None = None
@@ -274,14 +271,10 @@ class ChunkClaims:
             task = asyncio.create_task(run.execute())
             self.runs[key] = (run, task)
             if started is not None:
-                joined = _waiter(run.joined)
-                await asyncio.wait({task, joined}, return_when=asyncio.FIRST_COMPLETED)
-                joined.cancel()
+                await _until(run.joined, task)
                 started.set()
             if release is not None:
-                nearly_done = _waiter(run.scope.nearly_done)
-                await asyncio.wait({task, nearly_done}, return_when=asyncio.FIRST_COMPLETED)
-                nearly_done.cancel()
+                await _until(run.scope.nearly_done, task)
                 if not task.done() and not self._stopping:
                     self._after[record.id] = run
                     release()
@@ -312,7 +305,7 @@ class ChunkClaims:
         """Run a claimed chunk at once, following no run and starting no turn."""
         self._turns += 1
         self._held[chunk.operation_id, chunk.index] += 1  # held here before its task starts
-        self._begin(self._run_beside(chunk, started))
+        self._tasks.begin(self._run_beside(chunk, started))
 
     async def _run_beside(self, chunk: ChunkRecord, started: asyncio.Event) -> None:
         try:
@@ -330,5 +323,8 @@ class ChunkClaims:
             del self._held[key]
 
 
-def _waiter(event: asyncio.Event) -> asyncio.Task[bool]:
-    return asyncio.create_task(event.wait())
+async def _until(event: asyncio.Event, task: asyncio.Task[None]) -> None:
+    """Wait until ``event`` is set or ``task`` has ended."""
+    waiter = asyncio.create_task(event.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()

@@ -59,5 +59,5 @@ class EngineContext:
             self.retry,
             self.metrics,
             most_unstored=share.capacity if share else 0,
-            running=(lambda: share.held) if share else None,
+            slots=share,
         )

@@ -163,7 +163,7 @@ class RowFeed:
         window = Window(
             self._config.max_row_concurrency,
             self._slots,
-            self._sink.record,
+            self._sink,
             self._recorder,
             timer=self._context.metrics.row_timer(self.record.operation_name),
         )
@@ -184,7 +184,7 @@ class RowFeed:
         if slots is None and self._claimant is not None and self._context.share is not None:
             slots = SharedSlots(1, self._context.share, self._claimant)
         sink = self._sink
-        window = Window(self._config.max_row_concurrency, slots, sink.record, self._recorder)
+        window = Window(self._config.max_row_concurrency, slots, sink, self._recorder)
         try:
             await run_batches(runner, rows, sink, window.launch)
             await window.finish()

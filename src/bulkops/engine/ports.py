@@ -3,12 +3,13 @@ on what it uses rather than on the module that provides it."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime
-from typing import ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from bulkops.definition.controls import RateLimit
 from bulkops.storage.records import RowRecord
+from bulkops.storage.states import OperationStatus
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -19,6 +20,23 @@ class StorageCalls(Protocol):
 
     async def call(self, method: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         """``await method(*args, **kwargs)``, tried again while storage is unavailable."""
+        ...
+
+
+class WorkTasks(Protocol):
+    """Where a process's engine work runs as tasks (``scheduler.WorkScheduler``), which
+    knows when none is left."""
+
+    def begin(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as a task of the process's processing."""
+
+
+class HeldSlots(Protocol):
+    """The process's row slots as its writer sees them (``fair_share.FairShare``)."""
+
+    @property
+    def held(self) -> int:
+        """Rows (or batches) holding a slot right now: running."""
         ...
 
 
@@ -55,6 +73,18 @@ class RowSink(Protocol):
     def timed(self, latencies: Sequence[int], seconds: float) -> None:
         """How long rows took: a count per bucket of ``metrics.ROW_BUCKETS`` (and one
         above them), and their seconds in all."""
+
+
+class StoredFor(Protocol):
+    """What a run's buffer tells the run it stores rows for, at each write
+    (``run.Run``)."""
+
+    def lost(self, status: OperationStatus | None) -> None:
+        """The operation's stored status after a write (None: the record vanished, or this
+        worker no longer holds it): the run stops unless it still holds it."""
+
+    def unstored(self, error: BaseException) -> None:
+        """Its rows could not be stored (storage stayed unreachable, or refused them)."""
 
 
 class RowBuffer(Protocol):

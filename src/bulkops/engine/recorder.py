@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import datetime
 
 from bulkops.clock import utcnow
 from bulkops.definition.operation import PROCESS_STEP
+from bulkops.engine.ports import StoredFor
 from bulkops.engine.writer import Outcome, RowWriter, Taken
 from bulkops.storage.lifecycle import row_failed_event
 from bulkops.storage.records import (
@@ -20,7 +20,7 @@ from bulkops.storage.records import (
     RowWrite,
 )
 from bulkops.storage.spans import Span, append_span
-from bulkops.storage.states import OperationStatus, RowState
+from bulkops.storage.states import RowState
 
 # Plain completions are spans of row numbers, a few bytes each: the writer may fall further
 # behind on them before the producer waits, and then writes them in fewer, larger
@@ -41,9 +41,10 @@ class RowRecorder:
     ``wait_room`` holds the producer: reading stops, memory stays bounded.
     ``hold_after`` (MaxRowConcurrency) is this run's part of that limit.
 
-    Each write reports the operation's stored status to ``on_status`` (None when this
-    worker no longer holds the operation), so a cancellation recorded by another process is
-    seen at the next write; a write that could not be stored goes to ``on_failure``.
+    Each write reports the operation's stored status to its run (``run``: ``lost``, None
+    when this worker no longer holds the operation), so a cancellation recorded by another
+    process is seen at the next write; a write that could not be stored goes to its
+    ``unstored``.
     """
 
     def __init__(
@@ -54,8 +55,7 @@ class RowRecorder:
         fence: Fence,
         flush_rows: int,
         hold_after: int = 0,
-        on_status: Callable[[OperationStatus | None], None],
-        on_failure: Callable[[BaseException], None],
+        run: StoredFor,
         completed_step: tuple[str, int] | None = None,
     ) -> None:
         # The step (name, index) plain completions are stored at: ``process`` (0), or
@@ -67,8 +67,7 @@ class RowRecorder:
         self.failed_written = 0  # failed rows this recorder has stored
         self._flush_rows = flush_rows
         self.hold_after = hold_after  # rows unstored during a slow write (0: no limit)
-        self._on_status = on_status
-        self._on_failure = on_failure
+        self._run = run
         self._buffer: list[RowRecord] = []
         # Plain completed rows as spans [first, last, completed_at]: no record per row.
         self._spans: list[Span] = []
@@ -198,13 +197,13 @@ class RowRecorder:
             self._writer.rows_done(self._operation.operation_name, delta)
         if self._closing and not (self._buffer or self._spans):
             self._drained.set()
-        self._on_status(outcome)
+        self._run.lost(outcome)
 
     def failed(self, error: BaseException) -> None:
         """Its rows could not be stored: the producer is let on to meet ``error``."""
         if self._error is None:
             self._error = error
-            self._on_failure(error)
+            self._run.unstored(error)
         self._room.set()
         self._drained.set()
 

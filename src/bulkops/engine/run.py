@@ -64,8 +64,7 @@ class Run(Generic[S]):
             fence=Fence(held.worker_id, held.chunk),
             flush_rows=self._config.flush_rows,
             hold_after=limit,
-            on_status=self.lost,
-            on_failure=lambda _: self.stop(StopReason.STORAGE),
+            run=self,
             completed_step=(DRY_RUN_STEP, DRY_RUN_STEP_INDEX) if record.dry_run else None,
         )
         # Where its rows' outcomes go, whatever runs them: here, or in a row helper.
@@ -110,6 +109,10 @@ class Run(Generic[S]):
             self.stop(StopReason.CANCELLED)
         elif status not in HELD_STATUSES:
             self.stop(StopReason.LOST)
+
+    def unstored(self, error: BaseException) -> None:
+        """Its rows could not be stored: it stops, left to be resumed."""
+        self.stop(StopReason.STORAGE)
 
     def seen(self, record: OperationRecord) -> None:
         """The operation as stored at a check (``heartbeat.Holder``): its failures count

@@ -124,7 +124,7 @@ class WorkScheduler:
             max_resumes=config.max_resumes,
         )
         self._chunks = ChunkClaims(
-            processor, self._reaper, max_resumes=config.max_resumes, begin=self._begin
+            processor, self._reaper, max_resumes=config.max_resumes, tasks=self
         )
         self._signals = SignalDelivery(processor.stores.rows, processor.hub)
         self._keeping: asyncio.Task[None] | None = None  # keeps this process known alive
@@ -149,9 +149,10 @@ class WorkScheduler:
 
     def _start_operation(self, operation_id: UUID) -> None:
         self._operations_here += 1
-        self._begin(self._take_operation(operation_id))
+        self.begin(self._take_operation(operation_id))
 
-    def _begin(self, work: Coroutine[Any, Any, None]) -> None:
+    def begin(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as this process's processing: ``wait_idle`` waits for it."""
         task = asyncio.create_task(work, context=processing())
         self._work.add(task)
         self._idle.clear()

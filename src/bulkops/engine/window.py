@@ -11,6 +11,7 @@ from typing import Any
 
 from bulkops.definition.controls import OperationControls
 from bulkops.engine.pacing import Slots
+from bulkops.engine.ports import RowSink
 from bulkops.engine.recorder import RowRecorder
 from bulkops.storage.records import RowRecord
 
@@ -55,7 +56,7 @@ class Window:
     """Up to ``limit`` rows (or batches) running at once, each holding a slot, with at most
     as many again started and waiting for a rate-limit permit.
 
-    A row's outcome is handed to ``add`` the moment it finishes, whatever the producer is
+    A row's outcome is handed to ``sink`` the moment it finishes, whatever the producer is
     waiting for (a slot of the process's share, room in the recorder): a finished row that
     waited in memory until its run got its next slot would be neither stored nor counted by
     the writer's hold, and a crash would run it again. A row that raised is handed to the
@@ -66,14 +67,14 @@ class Window:
         self,
         limit: int,
         slots: Slots | None,
-        add: Callable[[RowRecord], None],
+        sink: RowSink,
         recorder: RowRecorder,
         timer: Callable[[float], None] | None = None,
     ) -> None:
         self._timer = timer  # told how long each piece of work took
         self._backlog = 2 * limit
         self._slots = slots or Slots(limit)
-        self._add = add
+        self._sink = sink  # where a row's record goes once it ended
         self._recorder = recorder
         self._in_flight: set[asyncio.Task[Result]] = set()  # started, outcome not handed on
         self._raised: deque[asyncio.Task[Result]] = deque()  # ended with an exception
@@ -137,7 +138,7 @@ class Window:
 
     def _hand_on(self, result: Result) -> None:
         for record in result if isinstance(result, list) else (result,):
-            self._add(record)
+            self._sink.record(record)
 
     def _raise_failed(self) -> None:
         """Raise the exception of a task that ended with one."""

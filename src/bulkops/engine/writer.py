@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -24,7 +24,7 @@ from bulkops.storage.records import ProgressDelta, RowWrite
 from bulkops.storage.states import OperationStatus
 
 if TYPE_CHECKING:
-    from bulkops.engine.ports import StorageCalls
+    from bulkops.engine.ports import HeldSlots, StorageCalls
 
 log = logging.getLogger("bulkops.engine")
 
@@ -79,7 +79,7 @@ class RowWriter:
     The writer holds every producer (``RowRecorder.full``) while storage is unreachable
     (no row starts whose outcome could not be stored), and during a write slower than
     ``SLOW_WRITE`` once the process's unstored rows (buffered, and in the write) and those
-    ``running`` reach the sum of its recorders' ``hold_after``, at most ``most_unstored``
+    running (``slots``) reach the sum of its recorders' ``hold_after``, at most ``most_unstored``
     (the process's row slots): a row that finishes during a slow write keeps its slot
     until it is stored, so a crash then costs at most about the rows of the process's slots,
     running or finished, not all that ran meanwhile. After a slow write, a write of fewer
@@ -97,13 +97,13 @@ class RowWriter:
         metrics: Metrics | None = None,
         *,
         most_unstored: int = 0,
-        running: Callable[[], int] | None = None,
+        slots: HeldSlots | None = None,
     ) -> None:
         self._rows = rows
         self._retry = retry
         self._metrics = metrics or Metrics()
         self._most_unstored = most_unstored  # 0: the sum of the recorders' hold_after
-        self._running = running or (lambda: 0)  # rows running in the process right now
+        self._slots = slots  # the process's row slots: rows running in it right now
         self._recorders: dict[Recorder, None] = {}  # joined, in order of joining
         self._limit = 0  # unstored rows that hold every producer during a slow write
         self._wake = asyncio.Event()
@@ -123,6 +123,9 @@ class RowWriter:
             and self._limit
             and self._buffered + self._in_write + self._running() >= self._limit
         )
+
+    def _running(self) -> int:
+        return self._slots.held if self._slots is not None else 0
 
     @property
     def slow(self) -> bool:
