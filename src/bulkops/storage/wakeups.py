@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,7 @@ log = logging.getLogger("bulkops.storage")
 WORK = b"w"
 SIGNAL = b"s"
 SUFFIX = ".sock"
+RELIST = 1.0  # seconds an announcement trusts the sockets it listed last
 _MAX_MESSAGE = 64 * 1024  # a signal key is far shorter; a longer one is left to the pollers
 
 
@@ -49,6 +52,11 @@ class SocketWakeUps:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self._own: Path | None = None  # the socket this process listens on
+        # The listening sockets as last listed, with the directory's change time and the
+        # clock then: they are listed again once a process came or went, or after
+        # ``RELIST`` seconds (a change within the tick of the listing leaves the time as
+        # it was).
+        self._listed: tuple[int, float, list[str]] = (-1, -math.inf, [])
 
     async def announce_work(self) -> None:
         """A datagram ``w`` to every listening process."""
@@ -61,28 +69,35 @@ class SocketWakeUps:
             self._send(message)
 
     def _send(self, message: bytes) -> None:
-        try:
-            names = os.listdir(self._directory)
-        except OSError:
-            return  # the directory is gone: the service is stopping
+        own = str(self._own) if self._own is not None else None
+        targets = [path for path in self._targets() if path != own]
+        if not targets:
+            return
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
-            self._send_to(sender, names, message)
+            for path in targets:
+                try:
+                    sender.sendto(message, path)
+                except (ConnectionRefusedError, FileNotFoundError):
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)  # nobody listens there any more
+                except OSError:
+                    continue  # a full buffer: that process's pollers will find it
 
-    def _send_to(self, sender: socket.socket, names: list[str], message: bytes) -> None:
-        for name in names:
-            if not name.endswith(SUFFIX):
-                continue
-            path = self._directory / name
-            if path == self._own:
-                continue
-            try:
-                sender.sendto(message, str(path))
-            except (ConnectionRefusedError, FileNotFoundError):
-                with contextlib.suppress(OSError):
-                    path.unlink()  # nobody listens there any more
-            except OSError:
-                continue  # a full buffer: that process's pollers will find it
+    def _targets(self) -> list[str]:
+        """The listening sockets (none when the directory is gone: the service is
+        stopping)."""
+        changed, listed_at, paths = self._listed
+        try:
+            now = time.monotonic()
+            mtime = os.stat(self._directory).st_mtime_ns
+            if mtime != changed or now - listed_at > RELIST:
+                names = os.listdir(self._directory)
+                paths = [str(self._directory / name) for name in names if name.endswith(SUFFIX)]
+                self._listed = (mtime, now, paths)
+        except OSError:
+            return []
+        return paths
 
     async def listen(self, on_work: Callable[[], None], on_signal: Callable[[str], None]) -> None:
         """Bind this process's socket and call ``on_work`` / ``on_signal`` as datagrams

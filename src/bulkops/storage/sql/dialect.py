@@ -150,3 +150,7 @@ class Dialect(Protocol):
     async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
         """``OperationStore.get`` (status polls, leases)."""
         ...
+
+    async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
+        """``RowStore.get_row`` (a signal's delivery to its waiting row, a row's detail)."""
+        ...

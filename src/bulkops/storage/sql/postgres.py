@@ -45,10 +45,11 @@ from bulkops.storage.sql.codec import (
     postgres_timestamp,
     report_decoder,
     row_decoder,
+    row_from_mapping,
     wait_end_values,
 )
 from bulkops.storage.sql.dialect import S, Transactions
-from bulkops.storage.sql.schema import NOT_COMPLETED, operations
+from bulkops.storage.sql.schema import NOT_COMPLETED, operations, row_records
 from bulkops.storage.sql.schema import events as events_table
 from bulkops.storage.states import TERMINAL_STATUSES, ChunkState, OperationStatus, RowState
 
@@ -503,3 +504,11 @@ class PostgresDialect:
             found = await conn.execute(select(operations).where(operations.c.id == operation_id))
             row = found.mappings().one_or_none()
         return None if row is None else operation_from_row(row)
+
+    async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
+        """The row record through the column types."""
+        r = row_records.c
+        stmt = select(row_records).where(r.operation_id == operation_id, r.row_number == row_number)
+        async with self._db.read() as conn:
+            row = (await conn.execute(stmt)).mappings().one_or_none()
+        return None if row is None else row_from_mapping(row)

@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequ
 from typing import TypeVar
 from uuid import UUID
 
-from sqlalchemy import select
-
 from bulkops.storage.records import (
     CompletedSpan,
     EventRecord,
@@ -30,9 +28,7 @@ from bulkops.storage.sql.bulk import (
     completed_step_names,
     split_plain_spans,
 )
-from bulkops.storage.sql.codec import row_from_mapping
 from bulkops.storage.sql.pages import read_page
-from bulkops.storage.sql.schema import row_records
 from bulkops.storage.states import OperationStatus, RowState
 
 
@@ -86,11 +82,7 @@ class RowMethods(SqlBase):
 
     async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
         """One row record, or None when unknown."""
-        r = row_records.c
-        stmt = select(row_records).where(r.operation_id == operation_id, r.row_number == row_number)
-        async with self._db.read() as conn:
-            row = (await conn.execute(stmt)).mappings().one_or_none()
-        return None if row is None else row_from_mapping(row)
+        return await self._db.dialect.get_row(operation_id, row_number)
 
     async def page(self, query: RowQuery) -> Page[RowRecord]:
         """A page of row records matching the query, by row number (see ``read_page``)."""

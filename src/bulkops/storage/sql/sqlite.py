@@ -301,6 +301,21 @@ def get_operation(operation_id: UUID) -> Callable[[sqlite3.Connection], Operatio
     return read
 
 
+_ROW = f"SELECT {_ROW_COLUMNS} FROM row_records WHERE operation_id = ? AND row_number = ?"
+
+
+def get_row(
+    operation_id: UUID, row_number: int
+) -> Callable[[sqlite3.Connection], RowRecord | None]:
+    """``RowStore.get_row`` in one hop (a signal's delivery to its waiting row)."""
+
+    def read(connection: sqlite3.Connection) -> RowRecord | None:
+        found = connection.execute(_ROW, (str(operation_id), row_number)).fetchone()
+        return None if found is None else row_decoder(operation_id)(found)
+
+    return read
+
+
 class SqliteDialect:
     """The ``Dialect`` of SQLite: a write transaction holds the whole database
     (``BEGIN IMMEDIATE``), so statements need no row or key locks; the hot paths are one
@@ -385,3 +400,7 @@ class SqliteDialect:
     async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
         """One hop of the reader thread."""
         return await self._threads.read_sqlite(get_operation(operation_id))
+
+    async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
+        """One hop of the reader thread."""
+        return await self._threads.read_sqlite(get_row(operation_id, row_number))
