@@ -60,3 +60,29 @@ async def test_a_socket_left_by_a_dead_process_is_removed(directory: Path) -> No
 
 async def test_a_missing_directory_is_no_error(directory: Path) -> None:
     await SocketWakeUps(directory / "gone").announce_work()
+
+
+async def test_a_process_that_starts_listening_later_hears_the_next_announcements(
+    directory: Path,
+) -> None:
+    announcer = SocketWakeUps(directory)
+    await announcer.announce_work()  # lists the directory: nobody listens yet
+    heard: list[str] = []
+    late = SocketWakeUps(directory)
+    task = asyncio.create_task(late.listen(lambda: None, heard.append))
+    try:
+        await _until(lambda: len(list(directory.glob("*.sock"))) == 1, "the late listener")
+
+        async def announced() -> bool:
+            await announcer.announce_signal("op:late")
+            return "op:late" in heard
+
+        # Heard at once when its socket changed the directory's time, else once the
+        # announcer lists the directory again (RELIST): within the deadline either way.
+        async with asyncio.timeout(5):
+            while not await announced():
+                await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
