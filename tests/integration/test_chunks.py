@@ -145,7 +145,7 @@ async def test_a_poll_claims_nothing_while_the_only_chunks_are_of_an_operation_r
     operation_id = await _gated_with_a_chunk_claimed_ahead(client)
     runtime = runtime_of(client)
     assert isinstance(runtime.scheduler, WorkScheduler)
-    claims = runtime.scheduler._chunks  # the process's chunk claims
+    dispatcher = runtime.scheduler.dispatcher  # what the process runs next
 
     assert await chunk_states(client, operation_id) == [
         ChunkState.DONE,
@@ -154,7 +154,7 @@ async def test_a_poll_claims_nothing_while_the_only_chunks_are_of_an_operation_r
         ChunkState.PENDING,
     ]
     # Chunk 3 is claimable, but this process runs chunk 2 of its operation in turn.
-    assert [await claims.poll() for _ in range(3)] == [0, 0, 0]
+    assert [await dispatcher.poll_chunks() for _ in range(3)] == [0, 0, 0]
     ops.GATE.set()
     status = await wait_status(client, operation_id)
 

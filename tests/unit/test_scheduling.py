@@ -10,7 +10,7 @@ from uuid import UUID
 import pytest
 
 from bulkops.definition import Registry
-from bulkops.engine import scheduler as scheduling
+from bulkops.engine import dispatcher as scheduling
 from bulkops.engine.fair_share import FairShare
 from bulkops.engine.processor import Processor, ProcessorConfig, Stores
 from bulkops.engine.scheduler import SchedulerConfig, WorkScheduler

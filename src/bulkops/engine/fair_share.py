@@ -1,4 +1,5 @@
-"""Which rows run next: the row slots of a process, shared fairly by the runs in it.
+"""Which rows run next: the row slots of a process, shared fairly by the runs in it (the
+row-slot part of the process's dispatcher, ``engine/dispatcher.py``).
 
 Every run in progress (an operation, or a chunk of one) joins the share as a ``Claimant``
 and takes a slot before each row (or, for a run of plain rows one at a time, before each
@@ -18,15 +19,15 @@ waiting for a permit gives its slot up (``pacing.Pacer``).
 
 How many slots there are is set where the process is put together (``BULKOPS_WORKER_COUNT``
 times MaxRowConcurrency); how many operations are in progress is not limited here: the
-scheduler (``engine/scheduler.py``) starts every operation it claims, and a chunk of every
-split operation, at once. Which operation or chunk a process claims first is the same order
+dispatcher starts every operation it claims, and a chunk of every split operation, at
+once. Which operation or chunk a process claims first is the same order
 as here, kept by the stores: highest priority first, then oldest (``claimable``,
 ``claim_chunk``).
 
 A run's cap can keep its tenant below an equal share while another tenant's runs fill the
 rest: one run of MaxRowConcurrency 1 beside six of another tenant gets one slot of four.
 ``short_of_share`` names the operations of such tenants, so that the process runs another
-chunk of one of them at once (``engine/chunk_claims.py``); a run alone, or beside runs that
+chunk of one of them at once (``engine/dispatcher.py``); a run alone, or beside runs that
 leave slots free, is never given more than its cap that way.
 """
 
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from uuid import UUID
 
-from bulkops.engine.pacing import Slots
+from bulkops.engine.slots import Slots
 from bulkops.storage.records import OperationRecord
 
 log = logging.getLogger("bulkops.engine")
@@ -273,7 +274,7 @@ class FairShare:
 
     def short_of_share(self) -> list[list[UUID]]:
         """Per tenant (at a priority) that deserves one more run at once here, the
-        operations of its that have a run here: what ``engine/chunk_claims.py`` claims
+        operations of its that have a run here: what ``engine/dispatcher.py`` claims
         another chunk of. Tenants furthest below their part come first.
 
         A tenant's reach is its runs' caps together. The capacity is parted by priority,

@@ -16,12 +16,12 @@ from bulkops.engine.context import EngineContext
 from bulkops.engine.dry_run import DryRunner
 from bulkops.engine.fair_share import Claimant, SharedSlots, Turn, TurnSlots, tenant_of
 from bulkops.engine.loops import PlainRunner, run_batches, run_plain
-from bulkops.engine.pacing import Slots
 from bulkops.engine.pipeline import PipelineRunner
 from bulkops.engine.recorder import RowRecorder
 from bulkops.engine.resume import RowBatch
 from bulkops.engine.rows import RowRunner
 from bulkops.engine.sink import RecordingSink
+from bulkops.engine.slots import Slots
 from bulkops.engine.window import Window
 from bulkops.formats import RawRow
 from bulkops.storage.records import OperationRecord

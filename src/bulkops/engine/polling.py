@@ -1,6 +1,7 @@
 """The mechanics of looking for work: periodic looks and the answers to wake-up notices,
 each in a task of the processing lane, riding out storage outages. What to look for, and
-what to do with what is found, is the scheduler's."""
+what to do with what is found, is the scheduler's
+and its dispatcher's."""
 
 from __future__ import annotations
 

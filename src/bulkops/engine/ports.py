@@ -3,9 +3,9 @@ on what it uses rather than on the module that provides it."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import ParamSpec, Protocol, TypeVar
 
 from bulkops.definition.controls import RateLimit
 from bulkops.storage.records import RowRecord
@@ -23,12 +23,12 @@ class StorageCalls(Protocol):
         ...
 
 
-class WorkTasks(Protocol):
-    """Where a process's engine work runs as tasks (``scheduler.WorkScheduler``), which
-    knows when none is left."""
+class InTurn(Protocol):
+    """A chunk run in turn, as its run tells how far it got (the dispatcher's turn)."""
 
-    def begin(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` as a task of the process's processing."""
+    def nearly_done(self) -> bool:
+        """The second half of the chunk's rows is being read: another chunk of its
+        operation may be claimed now; True when a turn to claim one began."""
 
 
 class HeldSlots(Protocol):

@@ -1,6 +1,7 @@
 """The reaper: what one process does about work whose holder stopped, and stuck work.
 
-One reaper per process (``WorkScheduler`` owns it). At every scan it
+One reaper per process (``WorkScheduler`` owns it; its dispatcher takes over what it
+queues). At every scan it
 
 - ends split operations whose chunks are all Done (their last worker stopped before it
   could end them);

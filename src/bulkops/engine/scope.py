@@ -3,7 +3,7 @@ how a run ends.
 
 A run of a whole operation and a run of a chunk are the same class (``run.Run``); what
 differs is its ``Scope``: which rows it reads, whether it cuts the rest into chunks, and how
-it concludes (``processor.WholeOperation``: the claimer's, from the first row;
+it concludes (``whole.WholeOperation``: the claimer's, from the first row;
 ``chunks.ChunkRange``: a claimed chunk's range, maybe in a row helper). A scope drives its
 run through ``ScopedRun``, so neither module needs the other's.
 """

@@ -10,9 +10,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from bulkops.definition.controls import OperationControls
-from bulkops.engine.pacing import Slots
 from bulkops.engine.ports import RowSink
 from bulkops.engine.recorder import RowRecorder
+from bulkops.engine.slots import Slots
 from bulkops.storage.records import RowRecord
 
 Result = RowRecord | list[RowRecord]
