@@ -86,3 +86,33 @@ async def test_a_process_that_starts_listening_later_hears_the_next_announcement
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_the_signals_of_one_turn_go_in_one_datagram_and_are_heard_in_order(
+    directory: Path,
+) -> None:
+    heard: list[str] = []
+    listener = asyncio.create_task(SocketWakeUps(directory).listen(lambda: None, heard.append))
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    raw.bind(str(directory / "0-raw.sock"))
+    raw.setblocking(False)
+    try:
+        await _until(lambda: len(list(directory.glob("*.sock"))) == 2, "two sockets")
+        announcer = SocketWakeUps(directory)
+        keys = [f"op:row-{n}" for n in range(50)]
+        for key in keys:  # one turn of the event loop: no announcement yields
+            await announcer.announce_signal(key)
+        await announcer.announce_signal("op:next")  # still the same turn
+        await _until(lambda: heard == [*keys, "op:next"], "every key, in order")
+        datagram = raw.recv(1 << 16)
+        assert datagram.startswith(b"S") and datagram.count(b"\0") == 51
+        with pytest.raises(BlockingIOError):
+            raw.recv(1 << 16)  # nothing more was sent
+        await announcer.announce_signal("op:alone")  # a later turn, a key of its own
+        await _until(lambda: heard[-1] == "op:alone", "the key alone")
+        assert raw.recv(1 << 16) == b"sop:alone"
+    finally:
+        raw.close()
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener

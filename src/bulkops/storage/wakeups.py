@@ -21,7 +21,8 @@ from pathlib import Path
 log = logging.getLogger("bulkops.storage")
 
 WORK = b"w"
-SIGNAL = b"s"
+SIGNAL = b"s"  # one signal key follows
+SIGNALS = b"S"  # signal keys follow, each ended by a NUL byte
 SUFFIX = ".sock"
 RELIST = 1.0  # seconds an announcement trusts the sockets it listed last
 _MAX_MESSAGE = 64 * 1024  # a signal key is far shorter; a longer one is left to the pollers
@@ -42,7 +43,8 @@ class NoWakeUps:
 
 class SocketWakeUps:
     """``WakeUps`` between the processes of one host through Unix datagram sockets in
-    ``directory``: an announcement is one datagram to every socket there.
+    ``directory``: an announcement is one datagram to every socket there. The signals
+    announced within one turn of the event loop go in one datagram.
 
     Best effort like every ``WakeUps``: a notice to a process whose socket buffer is full
     is dropped (its pollers find the work). A socket left by a process that died refuses
@@ -57,16 +59,43 @@ class SocketWakeUps:
         # ``RELIST`` seconds (a change within the tick of the listing leaves the time as
         # it was).
         self._listed: tuple[int, float, list[str]] = (-1, -math.inf, [])
+        self._keys: list[bytes] = []  # signal keys announced in this turn of the loop
 
     async def announce_work(self) -> None:
-        """A datagram ``w`` to every listening process."""
+        """A datagram ``w`` to every listening process (after the signals announced
+        before it)."""
+        self._send_signals()
         self._send(WORK)
 
     async def announce_signal(self, key: str) -> None:
-        """A datagram ``s<key>`` to every listening process."""
-        message = SIGNAL + key.encode()
-        if len(message) <= _MAX_MESSAGE:
-            self._send(message)
+        """The key to every listening process, at the end of this turn of the event loop:
+        one datagram ``s<key>``, or ``S`` and every key announced in the turn, each ended
+        by a NUL byte."""
+        encoded = key.encode()
+        if len(encoded) + 1 >= _MAX_MESSAGE:
+            return  # left to the pollers
+        if b"\0" in encoded:
+            self._send(SIGNAL + encoded)
+            return
+        self._keys.append(encoded)
+        if len(self._keys) == 1:
+            asyncio.get_running_loop().call_soon(self._send_signals)
+
+    def _send_signals(self) -> None:
+        keys, self._keys = self._keys, []
+        if len(keys) == 1:
+            self._send(SIGNAL + keys[0])
+            return
+        batch: list[bytes] = []
+        size = len(SIGNALS)
+        for key in keys:
+            if batch and size + len(key) + 1 > _MAX_MESSAGE:
+                self._send(SIGNALS + b"".join(batch))
+                batch, size = [], len(SIGNALS)
+            batch.append(key + b"\0")
+            size += len(key) + 1
+        if batch:
+            self._send(SIGNALS + b"".join(batch))
 
     def _send(self, message: bytes) -> None:
         own = str(self._own) if self._own is not None else None
@@ -121,6 +150,9 @@ class SocketWakeUps:
                     on_work()
                 elif message.startswith(SIGNAL):
                     on_signal(message[len(SIGNAL) :].decode(errors="replace"))
+                elif message.startswith(SIGNALS):
+                    for key in message[len(SIGNALS) : -1].split(b"\0"):
+                        on_signal(key.decode(errors="replace"))
 
         try:
             receiver.bind(str(path))
