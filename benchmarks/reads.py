@@ -8,12 +8,14 @@ rows, then does it again while 8 clients poll status, errors and the list.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 from benchmarks.client import TERMINAL, Run, run_to_end, upload
@@ -117,7 +119,9 @@ def _wait_all(url: str, ids: list[str], timeout: float = 900) -> int:
 
 
 class _Readers(threading.Thread):
-    """Clients polling status, errors and the list of the running operations."""
+    """Clients polling status, errors and the list of the running operations: aiohttp
+    sessions of one connection each, on an event loop of their own (an httpx client's own
+    work per request, in threads, took the benchmark's CPU from the service it measures)."""
 
     def __init__(self, url: str, ids: list[str], clients: int, pause: float = 0.1) -> None:
         super().__init__(daemon=True)
@@ -128,30 +132,32 @@ class _Readers(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        def poll(index: int) -> None:
-            paths = [
-                f"/api/bulks/{self.ids[index % len(self.ids)]}/status",
-                f"/api/bulks/{self.ids[index % len(self.ids)]}/errors",
-                "/api/bulks",
-            ]
-            with httpx.Client(base_url=self.url, timeout=60) as client:
-                turn = 0
-                while not self.stop.is_set():
-                    started = time.perf_counter()
-                    try:
-                        ok = client.get(paths[turn % 3]).status_code == 200
-                    except httpx.HTTPError:
-                        ok = False
-                    if ok:
-                        self.latencies.append(time.perf_counter() - started)
-                    else:
-                        self.errors += 1
-                    turn += 1
-                    if self.pause:
-                        time.sleep(self.pause)
+        asyncio.run(self._read_all())
 
-        with ThreadPoolExecutor(self.clients) as pool:
-            list(pool.map(poll, range(self.clients)))
+    async def _read_all(self) -> None:
+        await asyncio.gather(*(self._poll(index) for index in range(self.clients)))
+
+    async def _poll(self, index: int) -> None:
+        operation = self.ids[index % len(self.ids)]
+        paths = [f"/api/bulks/{operation}/status", f"/api/bulks/{operation}/errors", "/api/bulks"]
+        timeout = aiohttp.ClientTimeout(total=60)
+        connector = aiohttp.TCPConnector(limit=1)
+        async with aiohttp.ClientSession(self.url, timeout=timeout, connector=connector) as client:
+            turn = 0
+            while not self.stop.is_set():
+                started = time.perf_counter()
+                try:
+                    async with client.get(paths[turn % 3]) as response:
+                        await response.read()
+                        ok = response.status == 200
+                except aiohttp.ClientError:
+                    ok = False
+                if ok:
+                    self.latencies.append(time.perf_counter() - started)
+                else:
+                    self.errors += 1
+                turn += 1
+                await asyncio.sleep(self.pause)  # 0: lets the other clients' answers in
 
     def ms(self, percent: float) -> float:
         ordered = sorted(self.latencies) or [0.0]
