@@ -13,8 +13,6 @@ from uuid import UUID
 
 from sqlalchemy import (
     ColumnElement,
-    RowMapping,
-    and_,
     exists,
     func,
     not_,
@@ -23,13 +21,14 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.lifecycle import OperationChange
 from bulkops.storage.records import ChunkRecord, OperationRecord
 from bulkops.storage.sql.base import SqlBase
+from bulkops.storage.sql.chunk_queries import claimable, fetch_chunk
 from bulkops.storage.sql.codec import operation_from_row
 from bulkops.storage.sql.deliveries import insert_deliveries
+from bulkops.storage.sql.dialect import ChunkClaim
 from bulkops.storage.sql.schema import chunks, operations
 from bulkops.storage.states import ChunkState, OperationStatus
 
@@ -49,44 +48,6 @@ def _chunk_values(chunk: ChunkRecord) -> dict[str, Any]:
         "version": chunk.version,
         "resume_count": chunk.resume_count,
     }
-
-
-def chunk_from_row(row: RowMapping) -> ChunkRecord:
-    """The chunk stored in a ``chunks`` row."""
-    return ChunkRecord(
-        operation_id=row["operation_id"],
-        index=row["chunk_index"],
-        first_row=row["first_row"],
-        row_count=row["row_count"],
-        offset=row["byte_offset"],
-        state=row["state"],
-        worker_id=row["worker_id"],
-        heartbeat_at=row["heartbeat_at"],
-        version=row["version"],
-        resume_count=row["resume_count"],
-    )
-
-
-def _claimable(
-    names: Collection[str],
-    stale_before: datetime,
-    alive: Collection[str] = (),
-    alive_before: datetime | None = None,
-) -> list[ColumnElement[bool]]:
-    stale: ColumnElement[bool] = _c.heartbeat_at < stale_before
-    if alive:
-        spared = and_(_c.worker_id.is_not(None), _c.worker_id.in_(sorted(alive)))
-        if alive_before is not None:
-            spared = and_(spared, _c.heartbeat_at >= alive_before)
-        stale = and_(stale, not_(spared))
-    return [
-        _o.status == OperationStatus.RUNNING,
-        func.lower(_o.operation_name).in_(sorted({name.casefold() for name in names})),
-        or_(
-            _c.state == ChunkState.PENDING,
-            and_(_c.state == ChunkState.RUNNING, or_(_c.heartbeat_at.is_(None), stale)),
-        ),
-    ]
 
 
 def _held(operation_id: UUID, index: int, worker_id: str) -> list[ColumnElement[bool]]:
@@ -138,50 +99,8 @@ class ChunkMethods(SqlBase):
         (not in ``exclude``, in ``among`` when given), of the highest priority first."""
         if not names or (among is not None and not among):
             return None
-        conditions = _claimable(names, stale_before, alive, alive_before)
-        if exclude:
-            conditions.append(_c.operation_id.not_in(sorted(exclude)))
-        if among is not None:
-            conditions.append(_c.operation_id.in_(sorted(among)))
-        pick = (
-            select(_c.operation_id, _c.chunk_index, _c.version, _c.state)
-            .join(operations, _o.id == _c.operation_id)
-            .where(*conditions)
-            .order_by(_o.priority.desc(), _o.created_at, _c.operation_id, _c.chunk_index)
-            .limit(1)
-        )
-        if self._db.dialect.name == "sqlite":
-            # One writer at a time on SQLite: a claim that finds nothing (most often a
-            # process looking for a chunk of another operation) takes no write lock from
-            # the row writes of every process. The write below looks again.
-            async with self._db.read() as conn:
-                if (await conn.execute(pick)).first() is None:
-                    return None
-        pick = self._db.dialect.skip_locked(pick, of=chunks)
-        async with self._db.write() as conn:
-            found = (await conn.execute(pick)).first()
-            if found is None:
-                return None
-            operation_id, index, version, state = found
-            resumed = 1 if state == ChunkState.RUNNING else 0  # its holder stopped
-            claim = (
-                update(chunks)
-                .where(
-                    _c.operation_id == operation_id,
-                    _c.chunk_index == index,
-                    _c.version == version,
-                )
-                .values(
-                    state=ChunkState.RUNNING,
-                    worker_id=worker_id,
-                    heartbeat_at=now,
-                    version=_c.version + 1,
-                    resume_count=_c.resume_count + resumed,
-                )
-            )
-            if (await conn.execute(claim)).rowcount == 0:
-                return None
-            return await _fetch(conn, operation_id, index)
+        claim = ChunkClaim(names, worker_id, now, stale_before, exclude, among, alive, alive_before)
+        return await self._db.dialect.claim_chunk(claim)
 
     async def chunk_work(
         self,
@@ -194,7 +113,7 @@ class ChunkMethods(SqlBase):
         """How many chunks could be claimed now (of operations not in ``exclude``)."""
         if not names:
             return 0
-        conditions = _claimable(names, stale_before, alive, alive_before)
+        conditions = claimable(names, stale_before, alive, alive_before)
         if exclude:
             conditions.append(_c.operation_id.not_in(sorted(exclude)))
         stmt = (
@@ -209,7 +128,7 @@ class ChunkMethods(SqlBase):
     async def get_chunk(self, operation_id: UUID, index: int) -> ChunkRecord | None:
         """One chunk, or None."""
         async with self._db.read() as conn:
-            return await _fetch(conn, operation_id, index)
+            return await fetch_chunk(conn, operation_id, index)
 
     async def hand_back_stale_chunks(
         self, worker_id: str, stale_before: datetime, keep: Collection[tuple[UUID, int]] = ()
@@ -283,9 +202,3 @@ class ChunkMethods(SqlBase):
         stmt = select(_o.id).where(_o.status == OperationStatus.RUNNING, has_chunks, ~unfinished)
         async with self._db.read() as conn:
             return list((await conn.execute(stmt)).scalars().all())
-
-
-async def _fetch(conn: AsyncConnection, operation_id: UUID, index: int) -> ChunkRecord | None:
-    stmt = select(chunks).where(_c.operation_id == operation_id, _c.chunk_index == index)
-    row = (await conn.execute(stmt)).mappings().one_or_none()
-    return None if row is None else chunk_from_row(row)

@@ -19,6 +19,7 @@ from uuid import UUID
 from sqlalchemy import JSON, Boolean, RowMapping
 
 from bulkops.storage.records import (
+    ChunkRecord,
     CompletedSpan,
     EventRecord,
     OperationRecord,
@@ -29,7 +30,7 @@ from bulkops.storage.records import (
 )
 from bulkops.storage.sql.schema import events, operations, row_records
 from bulkops.storage.sql.types import EnumText, UtcDateTime, UuidType
-from bulkops.storage.states import ErrorType, RowState
+from bulkops.storage.states import ChunkState, ErrorType, RowState
 
 ROW_COLUMNS: tuple[str, ...] = tuple(column.name for column in row_records.columns)
 ROW_KEY = ("operation_id", "row_number")
@@ -280,6 +281,24 @@ def row_decoder(operation_id: UUID) -> Callable[[Any], RowRecord]:
         )
 
     return decode
+
+
+def decode_chunk(values: Any) -> ChunkRecord:
+    """A chunk record from driver values: operation id, index, first row, row count, byte
+    offset, state, worker id, heartbeat, version, resume count."""
+    operation_id, index, first, count, offset, state, worker, heartbeat, version, resumes = values
+    return ChunkRecord(
+        operation_id=operation_id if isinstance(operation_id, UUID) else UUID(operation_id),
+        index=index,
+        first_row=first,
+        row_count=count,
+        offset=offset,
+        state=ChunkState(state),
+        worker_id=worker,
+        heartbeat_at=_parse_timestamps()(heartbeat),
+        version=version,
+        resume_count=resumes,
+    )
 
 
 def decode_operation(values: Any) -> OperationRecord:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
@@ -20,6 +22,7 @@ from sqlalchemy import Insert, Select, Table
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.records import (
+    ChunkRecord,
     EventRecord,
     OperationRecord,
     ReportValues,
@@ -57,6 +60,23 @@ class SqliteThreads(Protocol):
     async def read_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work`` in a read transaction."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkClaim:
+    """What ``ChunkStore.claim_chunk`` is asked: a chunk of an operation in ``names`` for
+    ``worker_id`` (not of ``exclude``; only of ``among`` when given), Pending, or Running with
+    a heartbeat older than ``stale_before`` (one of a holder in ``alive`` only when older
+    than ``alive_before`` too)."""
+
+    names: Collection[str]
+    worker_id: str
+    now: datetime
+    stale_before: datetime
+    exclude: Collection[UUID] = ()
+    among: Collection[UUID] | None = None
+    alive: Collection[str] = ()
+    alive_before: datetime | None = None
 
 
 class Dialect(Protocol):
@@ -106,6 +126,11 @@ class Dialect(Protocol):
         ...
 
     # The hot paths, each one transaction.
+
+    async def claim_chunk(self, claim: ChunkClaim) -> ChunkRecord | None:
+        """``ChunkStore.claim_chunk``: the first claimable chunk (highest priority, then
+        oldest), claimed; None when there is none."""
+        ...
 
     async def save_many(self, writes: Sequence[SplitWrite]) -> list[OperationStatus | None]:
         """``RowStore.save_many``: one transaction, each write fenced on its own (events

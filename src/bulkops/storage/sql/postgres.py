@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from sqlalchemy import Engine, Insert, Select, Table, event, select, text
+from sqlalchemy import Engine, Insert, Select, Table, event, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -15,6 +15,7 @@ from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     OUTCOME_FIELDS,
     REPORT_FIELDS,
+    ChunkRecord,
     EventRecord,
     OperationRecord,
     ReportValues,
@@ -34,6 +35,7 @@ from bulkops.storage.sql.bulk import (
     SplitWrite,
     postgres_upsert,
 )
+from bulkops.storage.sql.chunk_queries import claimable, fetch_chunk
 from bulkops.storage.sql.codec import (
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
@@ -48,8 +50,8 @@ from bulkops.storage.sql.codec import (
     row_from_mapping,
     wait_end_values,
 )
-from bulkops.storage.sql.dialect import S, Transactions
-from bulkops.storage.sql.schema import NOT_COMPLETED, operations, row_records
+from bulkops.storage.sql.dialect import ChunkClaim, S, Transactions
+from bulkops.storage.sql.schema import NOT_COMPLETED, chunks, operations, row_records
 from bulkops.storage.sql.schema import events as events_table
 from bulkops.storage.states import TERMINAL_STATUSES, ChunkState, OperationStatus, RowState
 
@@ -497,6 +499,48 @@ class PostgresDialect:
                 return None
             row = row_decoder(operation_id)(found)
             return await _end_wait(conn, row, outcome(row))
+
+    async def claim_chunk(self, claim: ChunkClaim) -> ChunkRecord | None:
+        """The pick skips chunks another transaction holds (``SKIP LOCKED``), so claimers
+        at once take different chunks."""
+        c, o = chunks.c, operations.c
+        conditions = claimable(claim.names, claim.stale_before, claim.alive, claim.alive_before)
+        if claim.exclude:
+            conditions.append(c.operation_id.not_in(sorted(claim.exclude)))
+        if claim.among is not None:
+            conditions.append(c.operation_id.in_(sorted(claim.among)))
+        pick = (
+            select(c.operation_id, c.chunk_index, c.version, c.state)
+            .join(operations, o.id == c.operation_id)
+            .where(*conditions)
+            .order_by(o.priority.desc(), o.created_at, c.operation_id, c.chunk_index)
+            .limit(1)
+            .with_for_update(skip_locked=True, of=chunks)
+        )
+        async with self._db.write() as conn:
+            found = (await conn.execute(pick)).first()
+            if found is None:
+                return None
+            operation_id, index, version, state = found
+            resumed = 1 if state == ChunkState.RUNNING else 0  # its holder stopped
+            claimed = (
+                update(chunks)
+                .where(
+                    c.operation_id == operation_id,
+                    c.chunk_index == index,
+                    c.version == version,
+                )
+                .values(
+                    state=ChunkState.RUNNING,
+                    worker_id=claim.worker_id,
+                    heartbeat_at=claim.now,
+                    version=c.version + 1,
+                    resume_count=c.resume_count + resumed,
+                )
+            )
+            if (await conn.execute(claimed)).rowcount == 0:
+                return None
+            return await fetch_chunk(conn, operation_id, index)
 
     async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
         """The operation record through the column types."""

@@ -21,6 +21,7 @@ from bulkops.storage import lifecycle
 from bulkops.storage.records import (
     OUTCOME_FIELDS,
     REPORT_FIELDS,
+    ChunkRecord,
     EventRecord,
     OperationRecord,
     ReportValues,
@@ -38,6 +39,7 @@ from bulkops.storage.sql.codec import (
     OPERATION_COLUMNS,
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
+    decode_chunk,
     decode_operation,
     event_values,
     outcome_decoder,
@@ -49,7 +51,7 @@ from bulkops.storage.sql.codec import (
     sqlite_timestamp,
     wait_end_values,
 )
-from bulkops.storage.sql.dialect import S, SqliteThreads
+from bulkops.storage.sql.dialect import ChunkClaim, S, SqliteThreads
 from bulkops.storage.sql.schema import NOT_COMPLETED
 from bulkops.storage.sql.schema import events as events_table
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
@@ -316,6 +318,91 @@ def get_row(
     return read
 
 
+_CHUNK = (
+    "SELECT operation_id, chunk_index, first_row, row_count, byte_offset, state, worker_id, "
+    "heartbeat_at, version, resume_count FROM chunks WHERE operation_id = ? AND chunk_index = ?"
+)
+_CLAIM_CHUNK = (
+    "UPDATE chunks SET state = ?, worker_id = ?, heartbeat_at = ?, version = version + 1, "
+    "resume_count = resume_count + ? WHERE operation_id = ? AND chunk_index = ? AND version = ?"
+)
+
+
+def _claimable_chunk(claim: ChunkClaim) -> tuple[str, list[object]]:
+    """The query of ``ChunkStore.claim_chunk``'s pick: the first claimable chunk."""
+    names = sorted({name.casefold() for name in claim.names})
+    params: list[object] = [OperationStatus.RUNNING.value, *names]
+    stale = "c.heartbeat_at < ?"
+    params_stale: list[object] = [sqlite_timestamp(claim.stale_before)]
+    if claim.alive:
+        alive = sorted(claim.alive)
+        spared = f"c.worker_id IS NOT NULL AND c.worker_id IN ({_marks(alive)})"
+        params_stale.extend(alive)
+        if claim.alive_before is not None:
+            spared += " AND c.heartbeat_at >= ?"
+            params_stale.append(sqlite_timestamp(claim.alive_before))
+        stale = f"{stale} AND NOT ({spared})"
+    sql = (
+        "SELECT c.operation_id, c.chunk_index, c.version, c.state FROM chunks c "
+        "JOIN operations o ON o.id = c.operation_id "
+        f"WHERE o.status = ? AND lower(o.operation_name) IN ({_marks(names)}) "
+        f"AND (c.state = ? OR (c.state = ? AND (c.heartbeat_at IS NULL OR ({stale}))))"
+    )
+    params.extend([ChunkState.PENDING.value, ChunkState.RUNNING.value, *params_stale])
+    if claim.exclude:
+        excluded = sorted(str(operation) for operation in claim.exclude)
+        sql += f" AND c.operation_id NOT IN ({_marks(excluded)})"
+        params.extend(excluded)
+    if claim.among is not None:
+        among = sorted(str(operation) for operation in claim.among)
+        sql += f" AND c.operation_id IN ({_marks(among)})"
+        params.extend(among)
+    sql += " ORDER BY o.priority DESC, o.created_at, c.operation_id, c.chunk_index LIMIT 1"
+    return sql, params
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+def any_claimable_chunk(claim: ChunkClaim) -> Callable[[sqlite3.Connection], bool]:
+    """Whether a chunk could be claimed (a read: a claim that would find none takes no
+    write lock from the row writes of every process)."""
+    sql, params = _claimable_chunk(claim)
+
+    def read(connection: sqlite3.Connection) -> bool:
+        return connection.execute(sql, params).fetchone() is not None
+
+    return read
+
+
+def claim_chunk(claim: ChunkClaim) -> Callable[[sqlite3.Connection], ChunkRecord | None]:
+    """``ChunkStore.claim_chunk`` in one write of the writer thread: pick, claim, read."""
+    sql, params = _claimable_chunk(claim)
+
+    def write(connection: sqlite3.Connection) -> ChunkRecord | None:
+        found = connection.execute(sql, params).fetchone()
+        if found is None:
+            return None
+        operation_id, index, version, state = found
+        resumed = 1 if state == ChunkState.RUNNING.value else 0  # its holder stopped
+        values = (
+            ChunkState.RUNNING.value,
+            claim.worker_id,
+            sqlite_timestamp(claim.now),
+            resumed,
+            operation_id,
+            index,
+            version,
+        )
+        if connection.execute(_CLAIM_CHUNK, values).rowcount == 0:
+            return None
+        row = connection.execute(_CHUNK, (operation_id, index)).fetchone()
+        return None if row is None else decode_chunk(row)
+
+    return write
+
+
 class SqliteDialect:
     """The ``Dialect`` of SQLite: a write transaction holds the whole database
     (``BEGIN IMMEDIATE``), so statements need no row or key locks; the hot paths are one
@@ -396,6 +483,13 @@ class SqliteDialect:
         """One write of the writer thread."""
         resolver = resolve_first_waiting(operation_id, key_prefix, outcome)
         return await self._threads.write_sqlite(resolver)
+
+    async def claim_chunk(self, claim: ChunkClaim) -> ChunkRecord | None:
+        """A look on the reader thread, then (when one is there) one write of the writer
+        thread."""
+        if not await self._threads.read_sqlite(any_claimable_chunk(claim)):
+            return None
+        return await self._threads.write_sqlite(claim_chunk(claim))
 
     async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
         """One hop of the reader thread."""

@@ -1,0 +1,65 @@
+"""The chunk queries the SQL chunk store and PostgreSQL's claim share: which chunks may be
+claimed, and reading one."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from uuid import UUID
+
+from sqlalchemy import ColumnElement, RowMapping, and_, func, not_, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bulkops.storage.records import ChunkRecord
+from bulkops.storage.sql.schema import chunks, operations
+from bulkops.storage.states import ChunkState, OperationStatus
+
+_c, _o = chunks.c, operations.c
+
+
+def chunk_from_row(row: RowMapping) -> ChunkRecord:
+    """The chunk stored in a ``chunks`` row."""
+    return ChunkRecord(
+        operation_id=row["operation_id"],
+        index=row["chunk_index"],
+        first_row=row["first_row"],
+        row_count=row["row_count"],
+        offset=row["byte_offset"],
+        state=row["state"],
+        worker_id=row["worker_id"],
+        heartbeat_at=row["heartbeat_at"],
+        version=row["version"],
+        resume_count=row["resume_count"],
+    )
+
+
+def claimable(
+    names: Collection[str],
+    stale_before: datetime,
+    alive: Collection[str] = (),
+    alive_before: datetime | None = None,
+) -> list[ColumnElement[bool]]:
+    """The conditions of a claimable chunk: of a Running operation in ``names``, Pending, or
+    Running with a void heartbeat or one older than ``stale_before`` (a holder in ``alive``
+    keeps it until ``alive_before``)."""
+    stale: ColumnElement[bool] = _c.heartbeat_at < stale_before
+    if alive:
+        spared = and_(_c.worker_id.is_not(None), _c.worker_id.in_(sorted(alive)))
+        if alive_before is not None:
+            spared = and_(spared, _c.heartbeat_at >= alive_before)
+        stale = and_(stale, not_(spared))
+    return [
+        _o.status == OperationStatus.RUNNING,
+        func.lower(_o.operation_name).in_(sorted({name.casefold() for name in names})),
+        or_(
+            _c.state == ChunkState.PENDING,
+            and_(_c.state == ChunkState.RUNNING, or_(_c.heartbeat_at.is_(None), stale)),
+        ),
+    ]
+
+
+async def fetch_chunk(conn: AsyncConnection, operation_id: UUID, index: int) -> ChunkRecord | None:
+    """One chunk read in ``conn``'s transaction, or None."""
+    stmt = select(chunks).where(_c.operation_id == operation_id, _c.chunk_index == index)
+    row = (await conn.execute(stmt)).mappings().one_or_none()
+    return None if row is None else chunk_from_row(row)
