@@ -63,3 +63,13 @@ async def fetch_chunk(conn: AsyncConnection, operation_id: UUID, index: int) -> 
     stmt = select(chunks).where(_c.operation_id == operation_id, _c.chunk_index == index)
     row = (await conn.execute(stmt)).mappings().one_or_none()
     return None if row is None else chunk_from_row(row)
+
+
+def held_by(operation_id: UUID, index: int, worker_id: str) -> list[ColumnElement[bool]]:
+    """The conditions of a chunk ``worker_id`` holds."""
+    return [
+        _c.operation_id == operation_id,
+        _c.chunk_index == index,
+        _c.worker_id == worker_id,
+        _c.state == ChunkState.RUNNING,
+    ]

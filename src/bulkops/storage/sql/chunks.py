@@ -12,7 +12,6 @@ from typing import Any
 from uuid import UUID
 
 from sqlalchemy import (
-    ColumnElement,
     exists,
     func,
     not_,
@@ -48,15 +47,6 @@ def _chunk_values(chunk: ChunkRecord) -> dict[str, Any]:
         "version": chunk.version,
         "resume_count": chunk.resume_count,
     }
-
-
-def _held(operation_id: UUID, index: int, worker_id: str) -> list[ColumnElement[bool]]:
-    return [
-        _c.operation_id == operation_id,
-        _c.chunk_index == index,
-        _c.worker_id == worker_id,
-        _c.state == ChunkState.RUNNING,
-    ]
 
 
 class ChunkMethods(SqlBase):
@@ -177,23 +167,7 @@ class ChunkMethods(SqlBase):
         self, operation_id: UUID, index: int, worker_id: str, *, done: bool
     ) -> int | None:
         """Mark a held chunk Done (or hand it back); returns the chunks not Done."""
-        state = ChunkState.DONE if done else ChunkState.PENDING
-        end = (
-            update(chunks)
-            .where(*_held(operation_id, index, worker_id))
-            .values(state=state, worker_id=None, heartbeat_at=None, version=_c.version + 1)
-        )
-        left = (
-            select(func.count())
-            .select_from(chunks)
-            .where(_c.operation_id == operation_id, _c.state != ChunkState.DONE)
-        )
-        async with self._db.write() as conn:
-            # Serialises the ends of one operation's chunks: exactly one sees none left.
-            await self._db.dialect.lock(conn, select(_o.id).where(_o.id == operation_id))
-            if (await conn.execute(end)).rowcount == 0:
-                return None
-            return int((await conn.execute(left)).scalar_one())
+        return await self._db.dialect.end_chunk(operation_id, index, worker_id, done=done)
 
     async def finished_splits(self) -> Sequence[UUID]:
         """Running operations whose chunks are all Done."""

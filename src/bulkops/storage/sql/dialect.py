@@ -132,6 +132,14 @@ class Dialect(Protocol):
         oldest), claimed; None when there is none."""
         ...
 
+    async def end_chunk(
+        self, operation_id: UUID, index: int, worker_id: str, *, done: bool
+    ) -> int | None:
+        """``ChunkStore.end_chunk``: the held chunk Done (or handed back), and how many of
+        the operation's chunks are not Done; the ends of one operation's chunks are
+        serialised, so exactly one sees none left. None when it was not held."""
+        ...
+
     async def save_many(self, writes: Sequence[SplitWrite]) -> list[OperationStatus | None]:
         """``RowStore.save_many``: one transaction, each write fenced on its own (events
         are written when given)."""

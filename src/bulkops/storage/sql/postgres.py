@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from sqlalchemy import Engine, Insert, Select, Table, event, select, text, update
+from sqlalchemy import Engine, Insert, Select, Table, event, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -35,7 +35,7 @@ from bulkops.storage.sql.bulk import (
     SplitWrite,
     postgres_upsert,
 )
-from bulkops.storage.sql.chunk_queries import claimable, fetch_chunk
+from bulkops.storage.sql.chunk_queries import claimable, fetch_chunk, held_by
 from bulkops.storage.sql.codec import (
     ROW_VALUE_COLUMNS,
     WAIT_END_COLUMNS,
@@ -541,6 +541,28 @@ class PostgresDialect:
             if (await conn.execute(claimed)).rowcount == 0:
                 return None
             return await fetch_chunk(conn, operation_id, index)
+
+    async def end_chunk(
+        self, operation_id: UUID, index: int, worker_id: str, *, done: bool
+    ) -> int | None:
+        """The operation's row locked first: its chunks' ends wait for each other."""
+        c, o = chunks.c, operations.c
+        state = ChunkState.DONE if done else ChunkState.PENDING
+        end = (
+            update(chunks)
+            .where(*held_by(operation_id, index, worker_id))
+            .values(state=state, worker_id=None, heartbeat_at=None, version=c.version + 1)
+        )
+        left = (
+            select(func.count())
+            .select_from(chunks)
+            .where(c.operation_id == operation_id, c.state != ChunkState.DONE)
+        )
+        async with self._db.write() as conn:
+            await conn.execute(select(o.id).where(o.id == operation_id).with_for_update())
+            if (await conn.execute(end)).rowcount == 0:
+                return None
+            return int((await conn.execute(left)).scalar_one())
 
     async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
         """The operation record through the column types."""

@@ -403,6 +403,31 @@ def claim_chunk(claim: ChunkClaim) -> Callable[[sqlite3.Connection], ChunkRecord
     return write
 
 
+_END_CHUNK = (
+    "UPDATE chunks SET state = ?, worker_id = NULL, heartbeat_at = NULL, version = version + 1 "
+    "WHERE operation_id = ? AND chunk_index = ? AND worker_id = ? AND state = ?"
+)
+_CHUNKS_LEFT = "SELECT count(*) FROM chunks WHERE operation_id = ? AND state != ?"
+
+
+def end_chunk(
+    operation_id: UUID, index: int, worker_id: str, done: bool
+) -> Callable[[sqlite3.Connection], int | None]:
+    """``ChunkStore.end_chunk`` in one write of the writer thread (which holds the whole
+    database: the ends of one operation's chunks are serialised)."""
+    state = ChunkState.DONE if done else ChunkState.PENDING
+    key = str(operation_id)
+
+    def write(connection: sqlite3.Connection) -> int | None:
+        values = (state.value, key, index, worker_id, ChunkState.RUNNING.value)
+        if connection.execute(_END_CHUNK, values).rowcount == 0:
+            return None
+        left: int = connection.execute(_CHUNKS_LEFT, (key, ChunkState.DONE.value)).fetchone()[0]
+        return left
+
+    return write
+
+
 class SqliteDialect:
     """The ``Dialect`` of SQLite: a write transaction holds the whole database
     (``BEGIN IMMEDIATE``), so statements need no row or key locks; the hot paths are one
@@ -490,6 +515,12 @@ class SqliteDialect:
         if not await self._threads.read_sqlite(any_claimable_chunk(claim)):
             return None
         return await self._threads.write_sqlite(claim_chunk(claim))
+
+    async def end_chunk(
+        self, operation_id: UUID, index: int, worker_id: str, *, done: bool
+    ) -> int | None:
+        """One write of the writer thread."""
+        return await self._threads.write_sqlite(end_chunk(operation_id, index, worker_id, done))
 
     async def get_operation(self, operation_id: UUID) -> OperationRecord | None:
         """One hop of the reader thread."""
