@@ -3,8 +3,8 @@
 ``Database`` picks the implementation once, when it opens (``sqlite.SqliteDialect`` or
 ``postgres.PostgresDialect``), and the stores ask ``database.dialect`` instead of testing
 which database they are on. The hot paths of row processing (batch writes, batch reads,
-signal waits, status reads, chunk claims and ends) are whole transactions here, written at driver level for each
-database; the rest is how a SQLAlchemy Core statement or transaction is shaped differently
+signal waits, status reads, chunk claims and ends) are whole transactions here, most of
+them written at driver level for each database; the rest is how a SQLAlchemy Core statement or transaction is shaped differently
 (row locks, transaction locks, inserts that skip existing keys).
 """
 
