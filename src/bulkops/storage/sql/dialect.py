@@ -4,8 +4,9 @@
 ``postgres.PostgresDialect``), and the stores ask ``database.dialect`` instead of testing
 which database they are on. The hot paths of row processing (batch writes, batch reads,
 signal waits, status reads, chunk claims and ends) are whole transactions here, most of
-them written at driver level for each database; the rest is how a SQLAlchemy Core statement or transaction is shaped differently
-(row locks, transaction locks, inserts that skip existing keys).
+them written at driver level for each database; the rest is how a SQLAlchemy Core
+statement or transaction is shaped differently (row locks, transaction locks, inserts that
+skip existing keys).
 """
 
 from __future__ import annotations
