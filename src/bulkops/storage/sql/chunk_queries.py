@@ -7,30 +7,15 @@ from collections.abc import Collection
 from datetime import datetime
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, RowMapping, and_, func, not_, or_, select
+from sqlalchemy import ColumnElement, and_, func, not_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage.records import ChunkRecord
+from bulkops.storage.sql.codec import CHUNK_COLUMNS, decode_chunk
 from bulkops.storage.sql.schema import chunks, operations
 from bulkops.storage.states import ChunkState, OperationStatus
 
 _c, _o = chunks.c, operations.c
-
-
-def chunk_from_row(row: RowMapping) -> ChunkRecord:
-    """The chunk stored in a ``chunks`` row."""
-    return ChunkRecord(
-        operation_id=row["operation_id"],
-        index=row["chunk_index"],
-        first_row=row["first_row"],
-        row_count=row["row_count"],
-        offset=row["byte_offset"],
-        state=row["state"],
-        worker_id=row["worker_id"],
-        heartbeat_at=row["heartbeat_at"],
-        version=row["version"],
-        resume_count=row["resume_count"],
-    )
 
 
 def claimable(
@@ -60,9 +45,10 @@ def claimable(
 
 async def fetch_chunk(conn: AsyncConnection, operation_id: UUID, index: int) -> ChunkRecord | None:
     """One chunk read in ``conn``'s transaction, or None."""
-    stmt = select(chunks).where(_c.operation_id == operation_id, _c.chunk_index == index)
-    row = (await conn.execute(stmt)).mappings().one_or_none()
-    return None if row is None else chunk_from_row(row)
+    columns = [_c[name] for name in CHUNK_COLUMNS]
+    stmt = select(*columns).where(_c.operation_id == operation_id, _c.chunk_index == index)
+    row = (await conn.execute(stmt)).one_or_none()
+    return None if row is None else decode_chunk(row)
 
 
 def held_by(operation_id: UUID, index: int, worker_id: str) -> list[ColumnElement[bool]]:

@@ -283,9 +283,23 @@ def row_decoder(operation_id: UUID) -> Callable[[Any], RowRecord]:
     return decode
 
 
+# The columns of ``chunks`` in the order ``decode_chunk`` reads them.
+CHUNK_COLUMNS = (
+    "operation_id",
+    "chunk_index",
+    "first_row",
+    "row_count",
+    "byte_offset",
+    "state",
+    "worker_id",
+    "heartbeat_at",
+    "version",
+    "resume_count",
+)
+
+
 def decode_chunk(values: Any) -> ChunkRecord:
-    """A chunk record from driver values: operation id, index, first row, row count, byte
-    offset, state, worker id, heartbeat, version, resume count."""
+    """A chunk record from driver or column-typed values in ``CHUNK_COLUMNS`` order."""
     operation_id, index, first, count, offset, state, worker, heartbeat, version, resumes = values
     return ChunkRecord(
         operation_id=operation_id if isinstance(operation_id, UUID) else UUID(operation_id),

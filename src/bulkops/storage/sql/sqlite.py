@@ -35,6 +35,7 @@ from bulkops.storage.sql.bulk import (
     SplitWrite,
 )
 from bulkops.storage.sql.codec import (
+    CHUNK_COLUMNS,
     EVENT_COLUMNS,
     OPERATION_COLUMNS,
     ROW_VALUE_COLUMNS,
@@ -318,10 +319,7 @@ def get_row(
     return read
 
 
-_CHUNK = (
-    "SELECT operation_id, chunk_index, first_row, row_count, byte_offset, state, worker_id, "
-    "heartbeat_at, version, resume_count FROM chunks WHERE operation_id = ? AND chunk_index = ?"
-)
+_CHUNK = f"SELECT {', '.join(CHUNK_COLUMNS)} FROM chunks WHERE operation_id = ? AND chunk_index = ?"
 _CLAIM_CHUNK = (
     "UPDATE chunks SET state = ?, worker_id = ?, heartbeat_at = ?, version = version + 1, "
     "resume_count = resume_count + ? WHERE operation_id = ? AND chunk_index = ? AND version = ?"
