@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
@@ -22,8 +21,6 @@ from bulkops.storage.wakeups import NoWakeUps
 
 if TYPE_CHECKING:
     from bulkops.engine.processor import Processor
-
-log = logging.getLogger("bulkops.engine")
 
 _PICKUP_BATCH = 1000
 
