@@ -9,6 +9,10 @@ then across a tenant's operations.
   dead holder), up to ``MAX_OPERATIONS`` at once; the rest wait in its queue, in order.
   Taking one on claims it (or takes it over, through the reaper) and runs it
   (``whole.WholeOperation``: its first rows, then the rest or a split into chunks).
+  Claims are made one at a time, each after ``CLAIM_DEFER`` seconds per run the process
+  holds (at most ``MAX_CLAIM_DEFER``): when every process hears of new operations at
+  once, the least busy claims first, and the operations spread over the processes
+  rather than going to whichever wins the database's lock.
 - **Chunks, in turn.** A turn claims one chunk and runs it (``chunk_runs.ChunkRuns``). A
   process runs one chunk of an operation in turn at a time, so within a process the
   operation's parallelism stays its MaxRowConcurrency; its other chunks are left to other
@@ -67,6 +71,10 @@ log = logging.getLogger("bulkops.engine")
 # heartbeats, connections), far above what its row slots can keep busy; the rest wait in
 # the queue in order.
 MAX_OPERATIONS = 256
+# Seconds a claim of an operation waits per run the process holds, and at most: see the
+# module's text. An idle process claims at once.
+CLAIM_DEFER = 0.002
+MAX_CLAIM_DEFER = 0.05
 # Chunks a process works on at once at most (one per split operation, one claimed ahead
 # each, and those run beside): a bound against a runaway, far above what a process's row
 # slots can use.
@@ -132,6 +140,7 @@ class Dispatcher:
         self._later: deque[UUID] = deque()
         self._operations_here = 0
         self._active: dict[UUID, tuple[Run[WholeOperation], asyncio.Task[None]]] = {}
+        self._claiming = asyncio.Lock()  # operations are claimed one at a time
         # Chunks: how they are claimed and run; turns started and not ended, turns looking.
         self.chunks = chunks
         self._turns = 0
@@ -202,12 +211,18 @@ class Dispatcher:
                 self.begin(self._take_operation(self._later.popleft()))
 
     async def _claim_and_run(self, operation_id: UUID) -> None:
-        claimed = await _claim(self._context, self._reaper, operation_id)
-        if claimed is None:
-            return
-        run = Run(self._context, claimed, WholeOperation())
-        task = asyncio.create_task(run.execute())
-        self._active[operation_id] = (run, task)
+        async with self._claiming:
+            held = len(self._active) + len(self.chunks.runs)
+            if held:
+                await asyncio.sleep(min(MAX_CLAIM_DEFER, CLAIM_DEFER * held))
+            if self._stopping:
+                return
+            claimed = await _claim(self._context, self._reaper, operation_id)
+            if claimed is None:
+                return
+            run = Run(self._context, claimed, WholeOperation())
+            task = asyncio.create_task(run.execute())
+            self._active[operation_id] = (run, task)
         await task
         if run.scope.chunks:
             self.chunks_found(run.scope.chunks)
