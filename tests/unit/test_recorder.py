@@ -17,12 +17,13 @@ import pytest
 
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.recorder import SPAN_ROOM, RowRecorder
-from bulkops.engine.writer import SLOW_WRITE, RowWriter
+from bulkops.engine.writer import FAST_ROWS, SLOW_WRITE, RowWriter
 from bulkops.errors import StorageUnavailable
 from bulkops.storage.records import CompletedSpan, Fence, OperationRecord, RowRecord, RowWrite
 from bulkops.storage.states import OperationStatus, RowState
 
 FLUSH = 10
+FAST = FAST_ROWS  # rows of a write that make them fast rows at a limit of 1
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -85,6 +86,7 @@ def recorder(
     hold_after: int = 0,
     writer: RowWriter | None = None,
     statuses: list[OperationStatus | None] | None = None,
+    flush_rows: int = FLUSH,
 ) -> tuple[RowRecorder, OperationRecord]:
     operation = OperationRecord(
         id=uuid.uuid4(),
@@ -103,7 +105,7 @@ def recorder(
         operation,
         writer or RowWriter(store, retry or StorageRetry(0)),  # type: ignore[arg-type]
         fence=Fence("w"),
-        flush_rows=FLUSH,
+        flush_rows=flush_rows,
         hold_after=hold_after,
         run=Holder(statuses),
     )
@@ -372,6 +374,33 @@ async def test_a_slow_write_holds_every_recorder_once_the_process_limit_is_unsto
         await first.abandon()
         await second.abandon()
     assert store.writes == [(1, 0), (3, 0)]
+
+
+async def test_during_a_slow_write_of_many_rows_as_many_again_may_wait_behind_it() -> None:
+    store = HeldStore()
+    writer = RowWriter(store, StorageRetry(0))  # type: ignore[arg-type]
+    rows, operation = recorder(store, hold_after=1, writer=writer, flush_rows=FAST)
+    rows.start()
+    try:
+        for number in range(1, FAST + 1):  # fast rows: the write carries 32 x the limit
+            rows.add(record(operation, number))
+        await asyncio.wait_for(store.entered.wait(), 5)
+        deadline = asyncio.get_running_loop().time() + 5
+        while not writer.slow:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.001)
+        behind = 0
+        while not rows.full:  # held once as many rows wait as the write in flight holds
+            behind += 1
+            rows.add(record(operation, FAST + behind))
+        assert behind == FAST
+        store.gate.set()
+        await asyncio.wait_for(rows.wait_room(), 5)
+        await rows.close()
+    finally:
+        store.gate.set()
+        await rows.abandon()
+    assert store.writes[0] == (FAST, 0)
 
 
 class PickyStore(HeldStore):

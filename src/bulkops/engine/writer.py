@@ -32,6 +32,11 @@ log = logging.getLogger("bulkops.engine")
 # process's unstored rows reach its limit (``RowWriter``), so a crash during a slow write
 # (a loaded or locked database) loses about the rows in flight, not all that ran meanwhile.
 SLOW_WRITE = 0.01
+# A write carrying at least this many times the process's limit of unstored rows is of rows
+# far faster than the writes: during a slow write as many rows again as it carries may
+# wait behind it (a crash then costs about two writes' rows), so that such rows run at the
+# writes' pace instead of stopping at every slow one.
+FAST_ROWS = 32
 
 Outcome = OperationStatus | None | BaseException
 
@@ -83,7 +88,9 @@ class RowWriter:
     (the process's row slots): a row that finishes during a slow write keeps its slot
     until it is stored, so a crash then costs at most about the rows of the process's slots,
     running or finished, not all that ran meanwhile. After a slow write, a write of fewer
-    rows than that limit is held so from its start.
+    rows than that limit is held so from its start. A write of ``FAST_ROWS`` times that
+    limit or more (rows far faster than the writes) holds them only once as many rows again
+    wait behind it: a crash then costs about the rows of two writes.
 
     A write that fails for another reason than unreachable storage is tried again run by
     run, so one run's bad rows fail that run only; a recorder whose rows could not be
@@ -118,11 +125,14 @@ class RowWriter:
     def open(self) -> bool:
         """True unless every producer must wait: storage unreachable, or a slow write with
         the process's limit of unstored rows reached."""
-        return not self._stalled and not (
-            self._slow
-            and self._limit
-            and self._buffered + self._in_write + self._running() >= self._limit
-        )
+        if self._stalled:
+            return False
+        if not (self._slow and self._limit):
+            return True
+        limit = self._limit
+        if self._in_write >= FAST_ROWS * limit:  # fast rows: as many again may wait
+            limit = 2 * self._in_write
+        return self._buffered + self._in_write + self._running() < limit
 
     def _running(self) -> int:
         return self._slots.held if self._slots is not None else 0
