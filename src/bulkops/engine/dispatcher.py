@@ -212,9 +212,7 @@ class Dispatcher:
 
     async def _claim_and_run(self, operation_id: UUID) -> None:
         async with self._claiming:
-            held = len(self._active) + len(self.chunks.runs)
-            if held:
-                await asyncio.sleep(min(MAX_CLAIM_DEFER, CLAIM_DEFER * held))
+            await _defer(len(self._active) + len(self.chunks.runs))
             if self._stopping:
                 return
             claimed = await _claim(self._context, self._reaper, operation_id)
@@ -394,6 +392,13 @@ class _Turn:
         """Let the next chunk be claimed ahead: True when a turn to claim it began."""
         self.release()
         return self._dispatcher._offer(1) > 0
+
+
+async def _defer(held: int) -> None:
+    """Wait before a claim of an operation: ``CLAIM_DEFER`` seconds per run ``held`` here,
+    at most ``MAX_CLAIM_DEFER`` (none when idle)."""
+    if held:
+        await asyncio.sleep(min(MAX_CLAIM_DEFER, CLAIM_DEFER * held))
 
 
 async def _claim(
