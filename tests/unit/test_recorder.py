@@ -17,13 +17,13 @@ import pytest
 
 from bulkops.engine.persistence import StorageRetry
 from bulkops.engine.recorder import SPAN_ROOM, RowRecorder
-from bulkops.engine.writer import FAST_ROWS, SLOW_WRITE, RowWriter
+from bulkops.engine.writer import FAST_ROW, SLOW_WRITE, RowWriter
 from bulkops.errors import StorageUnavailable
 from bulkops.storage.records import CompletedSpan, Fence, OperationRecord, RowRecord, RowWrite
 from bulkops.storage.states import OperationStatus, RowState
 
 FLUSH = 10
-FAST = FAST_ROWS  # rows of a write that make them fast rows at a limit of 1
+FAST = 32  # rows of a write: fast when they finished within FAST * FAST_ROW seconds
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -376,14 +376,19 @@ async def test_a_slow_write_holds_every_recorder_once_the_process_limit_is_unsto
     assert store.writes == [(1, 0), (3, 0)]
 
 
-async def test_during_a_slow_write_of_many_rows_as_many_again_may_wait_behind_it() -> None:
+async def test_during_a_slow_write_of_fast_rows_as_many_again_may_wait_behind_it() -> None:
     store = HeldStore()
     writer = RowWriter(store, StorageRetry(0))  # type: ignore[arg-type]
     rows, operation = recorder(store, hold_after=1, writer=writer, flush_rows=FAST)
     rows.start()
     try:
-        for number in range(1, FAST + 1):  # fast rows: the write carries 32 x the limit
+        rows.add(record(operation, 1))
+        await asyncio.wait_for(store.entered.wait(), 5)  # row 1's write is in flight
+        for number in range(2, FAST + 2):  # fast rows: FAST of them finish meanwhile
             rows.add(record(operation, number))
+        store.entered.clear()
+        store.gate.set()  # row 1's write goes through; the next, of FAST rows, hangs
+        store.gate.clear()
         await asyncio.wait_for(store.entered.wait(), 5)
         deadline = asyncio.get_running_loop().time() + 5
         while not writer.slow:
@@ -392,7 +397,7 @@ async def test_during_a_slow_write_of_many_rows_as_many_again_may_wait_behind_it
         behind = 0
         while not rows.full:  # held once as many rows wait as the write in flight holds
             behind += 1
-            rows.add(record(operation, FAST + behind))
+            rows.add(record(operation, FAST + 1 + behind))
         assert behind == FAST
         store.gate.set()
         await asyncio.wait_for(rows.wait_room(), 5)
@@ -400,7 +405,36 @@ async def test_during_a_slow_write_of_many_rows_as_many_again_may_wait_behind_it
     finally:
         store.gate.set()
         await rows.abandon()
-    assert store.writes[0] == (FAST, 0)
+    assert store.writes[:2] == [(1, 0), (FAST, 0)]
+
+
+async def test_during_a_slow_write_of_slow_rows_the_limit_holds_them() -> None:
+    store = HeldStore()
+    writer = RowWriter(store, StorageRetry(0))  # type: ignore[arg-type]
+    rows, operation = recorder(store, hold_after=1, writer=writer, flush_rows=FAST)
+    rows.start()
+    try:
+        rows.add(record(operation, 1))
+        await asyncio.wait_for(store.entered.wait(), 5)
+        for number in range(2, FAST + 2):  # as many rows, but over more than FAST_ROW each
+            rows.add(record(operation, number))
+        await asyncio.sleep(FAST * FAST_ROW)
+        store.entered.clear()
+        store.gate.set()
+        store.gate.clear()
+        await asyncio.wait_for(store.entered.wait(), 5)
+        deadline = asyncio.get_running_loop().time() + 5
+        while not writer.slow:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.001)
+        rows.refresh()
+        assert rows.full  # the limit (1) was passed by the write in flight alone
+        store.gate.set()
+        await asyncio.wait_for(rows.wait_room(), 5)
+        await rows.close()
+    finally:
+        store.gate.set()
+        await rows.abandon()
 
 
 class PickyStore(HeldStore):

@@ -32,11 +32,11 @@ log = logging.getLogger("bulkops.engine")
 # process's unstored rows reach its limit (``RowWriter``), so a crash during a slow write
 # (a loaded or locked database) loses about the rows in flight, not all that ran meanwhile.
 SLOW_WRITE = 0.01
-# A write carrying at least this many times the process's limit of unstored rows is of rows
-# far faster than the writes: during a slow write as many rows again as it carries may
-# wait behind it (a crash then costs about two writes' rows), so that such rows run at the
-# writes' pace instead of stopping at every slow one.
-FAST_ROWS = 32
+# Rows that took less than this many seconds each, per row of the process's limit of
+# unstored rows, to fill the write in flight are fast: during a slow write as many rows
+# again as it carries may wait behind it (a crash then costs about two writes' rows), so
+# that such rows run at the writes' pace instead of stopping at every slow one.
+FAST_ROW = 0.001
 
 Outcome = OperationStatus | None | BaseException
 
@@ -88,9 +88,9 @@ class RowWriter:
     (the process's row slots): a row that finishes during a slow write keeps its slot
     until it is stored, so a crash then costs at most about the rows of the process's slots,
     running or finished, not all that ran meanwhile. After a slow write, a write of fewer
-    rows than that limit is held so from its start. A write of ``FAST_ROWS`` times that
-    limit or more (rows far faster than the writes) holds them only once as many rows again
-    wait behind it: a crash then costs about the rows of two writes.
+    rows than that limit is held so from its start. Fast rows (those of the write in flight
+    took less than ``FAST_ROW`` seconds each per row of that limit) are held only once as
+    many rows again wait behind it: a crash then costs about the rows of two writes.
 
     A write that fails for another reason than unreachable storage is tried again run by
     run, so one run's bad rows fail that run only; a recorder whose rows could not be
@@ -119,6 +119,8 @@ class RowWriter:
         self._in_write = 0  # rows of the write in flight
         self._slow = False  # the write in flight is slow (or held from its start)
         self._after_slow = False  # the last write was slow
+        self._fast = False  # the rows of the write in flight are fast (``FAST_ROW``)
+        self._began = 0.0  # when the write before it began: its rows finished since
         self._stalled = False  # the write in flight met an unreachable storage
 
     @property
@@ -129,9 +131,7 @@ class RowWriter:
             return False
         if not (self._slow and self._limit):
             return True
-        limit = self._limit
-        if self._in_write >= FAST_ROWS * limit:  # fast rows: as many again may wait
-            limit = 2 * self._in_write
+        limit = max(self._limit, 2 * self._in_write) if self._fast else self._limit
         return self._buffered + self._in_write + self._running() < limit
 
     def _running(self) -> int:
@@ -213,6 +213,9 @@ class RowWriter:
             rows = sum(part.rows for _, part in batch)
             self._buffered -= rows
             self._in_write = rows
+            began = time.perf_counter()
+            self._fast = rows * FAST_ROW > (began - self._began) * self._limit
+            self._began = began
             # After a slow write, one of fewer rows than the limit (rows slower than the
             # writes) is held from its start, not once it is slow: rows that start in its
             # first SLOW_WRITE would finish unstored during it. A larger one (fast rows,
@@ -222,7 +225,6 @@ class RowWriter:
             timer = None
             if self._limit:
                 timer = asyncio.get_running_loop().call_later(SLOW_WRITE, self._overdue)
-            began = time.perf_counter()
             try:
                 outcomes = await self._store([part.write for _, part in batch])
             finally:
