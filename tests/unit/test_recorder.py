@@ -376,24 +376,33 @@ async def test_a_slow_write_holds_every_recorder_once_the_process_limit_is_unsto
     assert store.writes == [(1, 0), (3, 0)]
 
 
+async def slow_write_of(
+    store: HeldStore, writer: RowWriter, rows: RowRecorder, operation: OperationRecord, pause: float
+) -> None:
+    """Row 1's write in flight while FAST rows finish (and ``pause`` seconds more), then
+    the write of those rows, hung past SLOW_WRITE."""
+    rows.add(record(operation, 1))
+    await asyncio.wait_for(store.entered.wait(), 5)  # row 1's write is in flight
+    for number in range(2, FAST + 2):
+        rows.add(record(operation, number))
+    await asyncio.sleep(pause)
+    store.entered.clear()
+    store.gate.set()  # row 1's write goes through; the next, of FAST rows, hangs
+    store.gate.clear()
+    await asyncio.wait_for(store.entered.wait(), 5)
+    deadline = asyncio.get_running_loop().time() + 5
+    while not writer.slow:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.001)
+
+
 async def test_during_a_slow_write_of_fast_rows_as_many_again_may_wait_behind_it() -> None:
     store = HeldStore()
     writer = RowWriter(store, StorageRetry(0))  # type: ignore[arg-type]
     rows, operation = recorder(store, hold_after=1, writer=writer, flush_rows=FAST)
     rows.start()
     try:
-        rows.add(record(operation, 1))
-        await asyncio.wait_for(store.entered.wait(), 5)  # row 1's write is in flight
-        for number in range(2, FAST + 2):  # fast rows: FAST of them finish meanwhile
-            rows.add(record(operation, number))
-        store.entered.clear()
-        store.gate.set()  # row 1's write goes through; the next, of FAST rows, hangs
-        store.gate.clear()
-        await asyncio.wait_for(store.entered.wait(), 5)
-        deadline = asyncio.get_running_loop().time() + 5
-        while not writer.slow:
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.001)
+        await slow_write_of(store, writer, rows, operation, pause=0)  # fast rows
         behind = 0
         while not rows.full:  # held once as many rows wait as the write in flight holds
             behind += 1
@@ -414,19 +423,8 @@ async def test_during_a_slow_write_of_slow_rows_the_limit_holds_them() -> None:
     rows, operation = recorder(store, hold_after=1, writer=writer, flush_rows=FAST)
     rows.start()
     try:
-        rows.add(record(operation, 1))
-        await asyncio.wait_for(store.entered.wait(), 5)
-        for number in range(2, FAST + 2):  # as many rows, but over more than FAST_ROW each
-            rows.add(record(operation, number))
-        await asyncio.sleep(FAST * FAST_ROW)
-        store.entered.clear()
-        store.gate.set()
-        store.gate.clear()
-        await asyncio.wait_for(store.entered.wait(), 5)
-        deadline = asyncio.get_running_loop().time() + 5
-        while not writer.slow:
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.001)
+        # As many rows, but over more than FAST_ROW each.
+        await slow_write_of(store, writer, rows, operation, pause=FAST * FAST_ROW)
         rows.refresh()
         assert rows.full  # the limit (1) was passed by the write in flight alone
         store.gate.set()
