@@ -69,6 +69,15 @@ S3_REGION = "us-east-1"
 # back off up to 2 s, and a lease checks its holder every few seconds.
 AFTERMATH = 10.0
 FINAL = {"Completed", "CompletedWithErrors", "Failed", "Cancelled"}
+# The operation's stored rows and those stored Completed: row records, and the rows of its
+# spans (plain completions, one ``row_spans`` row per run of consecutive rows).
+_STORED_ROWS = (
+    "SELECT sum(total), sum(completed) FROM ("
+    "SELECT count(*) AS total, count(*) FILTER (WHERE state = 'Completed') AS completed "
+    "FROM row_records WHERE operation_id = %(id)s UNION ALL "
+    "SELECT sum(last_row - first_row + 1), sum(last_row - first_row + 1) FROM row_spans "
+    "WHERE operation_id = %(id)s) AS stored"
+)
 
 
 class ChaosError(AssertionError):
@@ -621,11 +630,7 @@ class Chaos:
         if status["status"] != "Completed" or status["processedRows"] != self.rows:
             raise ChaosError(f"{operation_id}: ended {status}")
         with psycopg.connect(self.server.url, connect_timeout=10) as conn:
-            stored = conn.execute(
-                "SELECT count(*), count(*) FILTER (WHERE state = 'Completed') "
-                "FROM row_records WHERE operation_id = %s",
-                (operation_id,),
-            ).fetchone()
+            stored = conn.execute(_STORED_ROWS, {"id": operation_id}).fetchone()
             counters = conn.execute(
                 "SELECT processed_rows, successful_rows, error_count FROM operations WHERE id = %s",
                 (operation_id,),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +19,21 @@ from bulkops.storage.records import OperationRecord, RowRecord
 from bulkops.storage.sql import Database, SqlEventStore, SqlStore, migrate
 from bulkops.storage.states import OperationStatus, RowState
 from tests.conftest import TRUNCATE_ALL
+
+
+def with_sql_store(url: str, work: Callable[[SqlStore], Any]) -> Any:
+    """Run ``work`` (a coroutine function of the store) on a store of the database at
+    ``url``, opened for it and closed after (the migration tests, between migrations)."""
+
+    async def run() -> Any:
+        database = Database.from_url(url)
+        try:
+            return await work(SqlStore(database))
+        finally:
+            await database.close()
+
+    return asyncio.run(run())
+
 
 # A fixed, microsecond-precise base time: every backend must round-trip it exactly.
 BASE_TIME = datetime(2024, 5, 17, 9, 30, 15, 123456, tzinfo=UTC)

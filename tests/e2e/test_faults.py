@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 
 from tests.e2e.conftest import Process, serve, status_of, wait_for, wait_terminal
 from tests.e2e.faults import TcpProxy, runs
+from tests.stored_rows import final_names, postgres_rows, sqlite_rows
 
 ROWS = 600
 
@@ -174,14 +175,7 @@ def alive(pid: int) -> bool:
 def final_rows_of_db(path: Path, operation_id: str) -> set[str]:
     """The names (r<number>) of the operation's rows stored Completed or Failed."""
     with sqlite3.connect(path) as db:
-        return {
-            f"r{number}"
-            for (number,) in db.execute(
-                "SELECT row_number FROM row_records WHERE operation_id = ? "
-                "AND state IN ('Completed', 'Failed')",
-                (operation_id,),
-            )
-        }
+        return final_names(sqlite_rows(db, operation_id))
 
 
 def status_of_db(path: Path, operation_id: str) -> str:
@@ -217,14 +211,7 @@ def test_a_killed_workers_operation_is_finished_by_another(
     victim.signal(signal.SIGKILL)
     victim.wait()
     with psycopg.connect(empty_postgres_url) as db:
-        stored = {
-            f"r{number}"
-            for (number,) in db.execute(
-                "SELECT row_number FROM row_records WHERE operation_id = %s "
-                "AND state IN ('Completed', 'Failed')",
-                (operation_id,),
-            )
-        }
+        stored = final_names(postgres_rows(db, operation_id))
 
     killed = time.monotonic()
     final = wait_terminal(url, operation_id, timeout=120)
@@ -272,9 +259,7 @@ def test_a_database_outage_loses_nothing_and_reruns_nothing(
     assert (final["status"], final["processedRows"]) == ("Completed", rows)
     assert_each_row_ran_once_except(log, rows, set())  # nothing ran twice
     with psycopg.connect(empty_postgres_url) as db:
-        (stored,) = db.execute(
-            "SELECT count(*) FROM row_records WHERE operation_id = %s", (operation_id,)
-        ).fetchone()
+        stored = len(postgres_rows(db, operation_id))
     assert stored == rows  # every row recorded once
     assert not any("resumed" in m for m in messages)  # the holder rode the outage out
     report("postgres outage 8 s", stored=stored, twice=0, outage_to_end=down_at)

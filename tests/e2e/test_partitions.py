@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from tests.e2e.conftest import Process, serve, wait_for, wait_terminal
 from tests.e2e.faults import TcpProxy
 from tests.e2e.test_faults import assert_each_row_ran_once_except, reached, report, submit
+from tests.stored_rows import postgres_rows
 
 TIMEOUT = 2.0  # BULKOPS_STORAGE_TIMEOUT of the processes here
 
@@ -73,9 +74,7 @@ def test_a_silent_partition_answers_503_in_time_and_loses_nothing(
     assert (final["status"], final["processedRows"]) == ("Completed", rows)
     twice = assert_each_row_ran_once_except(log, rows, {f"r{n}" for n in range(1, rows + 1)})
     with psycopg.connect(empty_postgres_url) as db:
-        (stored,) = db.execute(
-            "SELECT count(*) FROM row_records WHERE operation_id = %s", (operation_id,)
-        ).fetchone()
+        stored = len(postgres_rows(db, operation_id))
     assert stored == rows  # every row recorded once
     print(f"\nPARTITION status 503 in {took:.1f} s, ready in {ready_took:.1f} s; ", end="")
     print(f"ready again {ready_again:.1f} s after healing")
@@ -118,9 +117,7 @@ def test_a_partitioned_workers_work_is_resumed_elsewhere(
     # the rows running.
     assert len(twice) <= 2 * 4 * 10 + 10, len(twice)
     with psycopg.connect(empty_postgres_url) as db:
-        (stored,) = db.execute(
-            "SELECT count(*) FROM row_records WHERE operation_id = %s", (operation_id,)
-        ).fetchone()
+        stored = len(postgres_rows(db, operation_id))
         messages = [
             message
             for (message,) in db.execute(

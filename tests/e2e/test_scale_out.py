@@ -14,6 +14,7 @@ import pytest
 
 from tests.e2e.conftest import Process, serve, status_of, wait_for, wait_terminal
 from tests.e2e.test_faults import assert_each_row_ran_once_except, submit
+from tests.stored_rows import final_names, postgres_rows
 
 pytestmark = pytest.mark.postgres
 
@@ -105,14 +106,7 @@ def test_a_chunk_of_a_killed_worker_is_finished_by_another(
     victim.signal(signal.SIGKILL)
     victim.wait()
     with psycopg.connect(empty_postgres_url) as db:
-        stored = {
-            f"r{number}"
-            for (number,) in db.execute(
-                "SELECT row_number FROM row_records WHERE operation_id = %s "
-                "AND state IN ('Completed', 'Failed')",
-                (operation_id,),
-            )
-        }
+        stored = final_names(postgres_rows(db, operation_id))
 
     final = wait_terminal(url, operation_id, timeout=120)
 

@@ -15,6 +15,7 @@ import pytest
 from tests.e2e.conftest import Process, serve, status_of, wait_for, wait_terminal
 from tests.e2e.test_faults import runs, submit
 from tests.e2e.test_scale_out import chunks_processed_by
+from tests.stored_rows import postgres_rows
 
 pytestmark = pytest.mark.postgres
 
@@ -98,10 +99,7 @@ def test_cancel_stops_every_worker_of_a_split_operation(
     assert final["status"] == "Cancelled"
     assert 0 < final["processedRows"] <= len(counts)
     with psycopg.connect(empty_postgres_url) as db:
-        (stored,) = db.execute(
-            "SELECT count(*) FROM row_records WHERE operation_id = %s AND state = 'Completed'",
-            (operation_id,),
-        ).fetchone()
+        stored = sum(1 for _, state in postgres_rows(db, operation_id) if state == "Completed")
     assert stored >= cancelled.json()["processedRows"]  # nothing recorded before is lost
 
 

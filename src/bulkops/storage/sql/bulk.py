@@ -94,29 +94,52 @@ def postgres_upsert(operation_id: UUID, rows: Sequence[RowRecord]) -> tuple[str,
     return POSTGRES_UNNEST, (operation_id, *(list(column) for column in columns[1:]))
 
 
-# Runs of consecutive plain successes (the bulk of most files) are written as one set-based
-# statement each, generating the row numbers in the database, instead of binding fourteen
-# parameters per row: the stored rows are exactly the same.
-_PLAIN_VALUES = {
-    "state": f"'{RowState.COMPLETED.value}'",
-    "step_index": "{index}",
-    "retry_attempt": "0",
-    "step_name": "{step}",
-    "completed_at": "{stamp}",
-}
-_RANGE_SELECT = ", ".join(_PLAIN_VALUES.get(name, "NULL") for name in ROW_COLUMNS[2:])
-SQLITE_RANGE_UPSERT = (
-    "WITH RECURSIVE series(n) AS (SELECT ? UNION ALL SELECT n + 1 FROM series WHERE n < ?) "
-    f"INSERT INTO row_records ({_COLUMN_LIST}) "
-    f"SELECT ?, n, {_RANGE_SELECT.format(index='?', step='?', stamp='?')} FROM series WHERE true "
-    f"{_CONFLICT}"
+# Runs of consecutive plain successes (the bulk of most files) are stored as one
+# ``row_spans`` row each, not one ``row_records`` row per row. A span's write first removes
+# the records its rows may have from an earlier round (a row is stored in one place).
+_SPAN_COLUMNS = "operation_id, last_row, first_row, step_index, step_name, completed_at"
+_SPAN_CONFLICT = (
+    "ON CONFLICT (operation_id, last_row) DO UPDATE SET first_row = excluded.first_row, "
+    "step_index = excluded.step_index, step_name = excluded.step_name, "
+    "completed_at = excluded.completed_at"
 )
-POSTGRES_RANGE_INSERT = (
-    f"INSERT INTO row_records ({_COLUMN_LIST}) "
-    f"SELECT %s, n, {_RANGE_SELECT.format(index='%s::int4', step='%s', stamp='%s')} "
-    "FROM generate_series(%s::int4, %s::int4) AS n"
+
+
+def _span_sql(placeholder: str) -> tuple[str, str]:
+    marks = ", ".join([placeholder] * 6)
+    clear = (
+        f"DELETE FROM row_records WHERE operation_id = {placeholder} "
+        f"AND row_number BETWEEN {placeholder} AND {placeholder}"
+    )
+    return clear, f"INSERT INTO row_spans ({_SPAN_COLUMNS}) VALUES ({marks}) {_SPAN_CONFLICT}"
+
+
+# Parameters: (operation id, first, last) to clear, then those of ``codec.span_values``.
+SQLITE_SPAN_CLEAR, SQLITE_SPAN_UPSERT = _span_sql("?")
+POSTGRES_SPAN_CLEAR, POSTGRES_SPAN_UPSERT = _span_sql("%s")
+
+
+# A restart runs Completed rows again: it first writes its operation's spans back as the
+# row records they stand for, which it then resets as it resets every stored row.
+_RECORD_COLUMNS = (
+    "operation_id, row_number, state, step_index, step_name, retry_attempt, completed_at"
 )
-POSTGRES_RANGE_UPSERT = f"{POSTGRES_RANGE_INSERT} {_CONFLICT}"
+SQLITE_SPANS_TO_RECORDS = (
+    "WITH RECURSIVE series(n, last, step_index, step_name, at) AS ("
+    "SELECT first_row, last_row, step_index, step_name, completed_at FROM row_spans "
+    "WHERE operation_id = :operation_id UNION ALL "
+    "SELECT n + 1, last, step_index, step_name, at FROM series WHERE n < last) "
+    f"INSERT INTO row_records ({_RECORD_COLUMNS}) "
+    f"SELECT :operation_id, n, '{RowState.COMPLETED.value}', step_index, step_name, 0, at "
+    "FROM series WHERE true ON CONFLICT DO NOTHING"
+)
+POSTGRES_SPANS_TO_RECORDS = (
+    f"INSERT INTO row_records ({_RECORD_COLUMNS}) "
+    f"SELECT s.operation_id, n, '{RowState.COMPLETED.value}', s.step_index, s.step_name, 0, "
+    "s.completed_at FROM row_spans AS s, generate_series(s.first_row, s.last_row) AS n "
+    "WHERE s.operation_id = :operation_id ON CONFLICT DO NOTHING"
+)
+SPANS_CLEARED = "DELETE FROM row_spans WHERE operation_id = :operation_id"
 
 
 def _plain(row: RowRecord) -> bool:

@@ -159,21 +159,22 @@ def postgres_rows(operation_id: UUID, rows: Sequence[RowRecord]) -> list[tuple[A
     return [encode(row) for row in rows]
 
 
-def sqlite_spans(operation_id: UUID, spans: Sequence[CompletedSpan]) -> list[tuple[Any, ...]]:
-    """Parameters of ``bulk.SQLITE_RANGE_UPSERT`` for each span."""
-    key = str(operation_id)
-    return [
-        (first, last, key, index, step, sqlite_timestamp(at))
+def span_parameters(
+    operation_key: Any, spans: Sequence[CompletedSpan], timestamp: Timestamp
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Parameters of ``bulk``'s span statements for each span: those that clear its rows'
+    records, and those that store it.
+
+    Args:
+        operation_key: the operation id as the driver takes it (text on SQLite).
+        timestamp: ``sqlite_timestamp`` or ``postgres_timestamp``.
+    """
+    clears = [(operation_key, first, last) for first, last, _, _, _ in spans]
+    stored = [
+        (operation_key, last, first, index, step, timestamp(at))
         for first, last, step, at, index in spans
     ]
-
-
-def postgres_spans(operation_id: UUID, spans: Sequence[CompletedSpan]) -> list[tuple[Any, ...]]:
-    """Parameters of ``bulk.POSTGRES_RANGE_INSERT`` (and its upsert) for each span."""
-    return [
-        (operation_id, index, step, aware(at), first, last)
-        for first, last, step, at, index in spans
-    ]
+    return clears, stored
 
 
 def sqlite_events(events: Sequence[EventRecord]) -> list[tuple[Any, ...]]:

@@ -38,7 +38,7 @@ from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.dialect import Dialect
 from bulkops.storage.sql.keys import claim_key, find_key
 from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
-from bulkops.storage.sql.schema import not_completed, operations, row_records
+from bulkops.storage.sql.schema import not_completed, operations, row_records, row_spans
 from bulkops.storage.states import TERMINAL_STATUSES, OperationStatus, RowState
 
 _o = operations.c
@@ -268,21 +268,26 @@ class OperationMethods(SqlBase):
     async def counts(self, operation_id: UUID) -> RowCounts:
         """Completed and Failed rows of the operation.
 
-        Completed rows are not in the state index: they are the operation's rows (counted
-        on the primary key) less the others (grouped by state on the index).
+        Completed rows are not in the state index: they are the operation's stored rows
+        (counted on the primary key) less the others (grouped by state on the index), and
+        the rows of its spans.
         """
-        r = row_records.c
+        r, s = row_records.c, row_spans.c
         every = select(func.count()).where(r.operation_id == operation_id)
         others = (
             select(r.state, func.count())
             .where(r.operation_id == operation_id, not_completed())
             .group_by(r.state)
         )
+        spans = select(func.coalesce(func.sum(s.last_row - s.first_row + 1), 0)).where(
+            s.operation_id == operation_id
+        )
         async with self._db.read() as conn:
             total = (await conn.execute(every)).scalar_one()
             by_state = {RowState(state): count for state, count in await conn.execute(others)}
+            spanned = (await conn.execute(spans)).scalar_one()
         return RowCounts(
-            completed=int(total) - sum(by_state.values()),
+            completed=int(total) - sum(by_state.values()) + int(spanned),
             failed=int(by_state.get(RowState.FAILED, 0)),
         )
 

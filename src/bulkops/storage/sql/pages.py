@@ -26,7 +26,9 @@ from bulkops.storage.sql.schema import (
     not_completed,
     operations,
     row_records,
+    row_spans,
 )
+from bulkops.storage.sql.span_reads import SpanIndex, first_above, merge, record_rows
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 _COUNTS_KEPT = 256  # operations whose counts a process keeps
@@ -171,6 +173,9 @@ def read_page(conn: Connection, query: RowQuery, counts: PageCounts) -> Page[Row
     Completed row belongs to skip the few rows that do not (``_all_but_few``).
     """
     check_paging(query.page, query.page_size)
+    spans = _matching_spans(conn, query)
+    if spans is not None:
+        return _page_with_spans(conn, query, spans)
     steps = _completed_steps(conn, query)
     others_only = steps is not None and query.step_name not in steps
     dense = None if query.filtered else _finished_count(conn, query, counts)
@@ -195,6 +200,72 @@ def read_page(conn: Connection, query: RowQuery, counts: PageCounts) -> Page[Row
         page=query.page,
         page_size=query.page_size,
         next_after=records[-1].row_number if more else None,
+        keyset=query.after is not None,
+    )
+
+
+def _matching_spans(conn: Connection, query: RowQuery) -> SpanIndex | None:
+    """The operation's spans of plain completions that match the query, or None when
+    none does (then every row it wants is in ``row_records``)."""
+    if query.failed_only or query.error_type is not None:
+        return None
+    if query.state not in (None, RowState.COMPLETED):
+        return None
+    s = row_spans.c
+    wanted = select(s.first_row, s.last_row, s.step_index, s.step_name, s.completed_at).where(
+        s.operation_id == query.operation_id
+    )
+    if query.step_name is not None:
+        wanted = wanted.where(s.step_name == query.step_name)
+    if query.row_number is not None:
+        wanted = wanted.where(s.first_row <= query.row_number, s.last_row >= query.row_number)
+    found = [tuple(span) for span in conn.execute(wanted.order_by(s.last_row))]
+    if query.row_number is not None:  # the one row, of the span holding it
+        found = [(query.row_number, query.row_number, *span[2:]) for span in found]
+    return SpanIndex(found) if found else None
+
+
+def _page_with_spans(conn: Connection, query: RowQuery, spans: SpanIndex) -> Page[RowRecord]:
+    """A page of the rows the query wants of an operation whose plain completions are
+    (partly) in spans: the stored rows and the spans' rows merged by row number.
+
+    The count is the stored rows' count plus the spans' rows; a page at an offset starts
+    after the least row number with that many wanted rows at or below it, found by
+    halving the row numbers (a count of stored rows each time, few where spans hold most).
+    """
+    r = row_records.c
+    conditions = row_conditions(query)
+    stored = conn.execute(select(func.count(), func.max(r.row_number)).where(*conditions)).one()
+    total = int(stored[0]) + spans.rows
+    offset = (query.page - 1) * query.page_size
+
+    def wanted_upto(number: int) -> int:
+        counted = select(func.count()).where(*conditions, r.row_number <= number)
+        return spans.rows_upto(number) + int(conn.execute(counted).scalar_one())
+
+    if query.after is not None:
+        after = query.after
+    elif offset >= total:
+        after = max(spans.last_row, int(stored[1] or 0))
+    else:
+        after = first_above(offset, max(spans.last_row, int(stored[1] or 0)), wanted_upto)
+    limit = query.page_size + 1
+    items = (
+        select(row_records)
+        .where(*conditions, r.row_number > after)
+        .order_by(r.row_number)
+        .limit(limit)
+    )
+    found = [row_from_mapping(row) for row in conn.execute(items).mappings()]
+    rows = record_rows(query.operation_id)
+    records = merge(found, spans.after(after), after, limit, rows)
+    page = records[: query.page_size]
+    return Page(
+        items=page,
+        total_count=total,
+        page=query.page,
+        page_size=query.page_size,
+        next_after=page[-1].row_number if len(records) > query.page_size else None,
         keyset=query.after is not None,
     )
 

@@ -28,8 +28,8 @@ from bulkops.storage.sql.bulk import (
     COPY_TYPES,
     POSTGRES_COPY,
     POSTGRES_MERGE,
-    POSTGRES_RANGE_INSERT,
-    POSTGRES_RANGE_UPSERT,
+    POSTGRES_SPAN_CLEAR,
+    POSTGRES_SPAN_UPSERT,
     POSTGRES_STAGING,
     POSTGRES_UPSERT,
     SplitWrite,
@@ -43,16 +43,25 @@ from bulkops.storage.sql.codec import (
     operation_from_row,
     outcome_decoder,
     postgres_rows,
-    postgres_spans,
     postgres_timestamp,
     report_decoder,
     row_decoder,
     row_from_mapping,
+    span_parameters,
     wait_end_values,
 )
 from bulkops.storage.sql.dialect import ChunkClaim, S, Transactions
 from bulkops.storage.sql.schema import NOT_COMPLETED, chunks, operations, row_records
 from bulkops.storage.sql.schema import events as events_table
+from bulkops.storage.sql.span_reads import (
+    driver_rows,
+    holding,
+    merge,
+    span_at_sql,
+    span_record,
+    spans_after_sql,
+    wants_completed,
+)
 from bulkops.storage.states import TERMINAL_STATUSES, ChunkState, OperationStatus, RowState
 
 STAGED = "bulkops_staging"  # connection info key: the COPY staging table exists
@@ -61,8 +70,8 @@ APPEND_LOCK_KEY = int.from_bytes(b"bkevents", "big", signed=True)
 _APPEND_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 _KEY_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:key))")
 _ROW_COLUMNS = ", ".join(ROW_VALUE_COLUMNS)
-_REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
-_OUTCOME_COLUMNS = ", ".join(OUTCOME_FIELDS)
+_SPANS_AFTER = spans_after_sql("%s")
+_SPAN_AT = span_at_sql("%s")
 # Final means final: an operation whose status is final takes no rows, counters or events
 # until a retry starts a new round. The update locks the operation row (a cancel waits for
 # the commit) and sees its latest status.
@@ -139,12 +148,14 @@ async def _stage_copies(conn: AsyncConnection, held: list[_Encoded]) -> bool:
 
 class _Encoded(NamedTuple):
     """One write of ``save_many`` encoded before its transaction opens: its place among
-    the writes, the write, its spans' range parameters, its rows for COPY (none below
-    ``COPY_MIN_ROWS``) and its counter update with parameters."""
+    the writes, the write, its spans' parameters (to clear their rows' records, to store
+    them), its rows for COPY (none below ``COPY_MIN_ROWS``) and its counter update with
+    parameters."""
 
     place: int
     write: SplitWrite
-    ranges: list[Any]
+    clears: list[Any]
+    spans: list[Any]
     copied: list[tuple[Any, ...]]
     add_counters: str
     counters: tuple[object, ...]
@@ -161,7 +172,7 @@ class _Encoded(NamedTuple):
 def _encode(place: int, write: SplitWrite) -> _Encoded:
     operation_id, rows, delta, _, fence = write
     others = rows.others
-    ranges = postgres_spans(operation_id, rows.spans)
+    clears, spans = span_parameters(operation_id, rows.spans, postgres_timestamp)
     copied = postgres_rows(operation_id, others) if len(others) >= COPY_MIN_ROWS else []
     add_counters = _ADD_COUNTERS
     counters: tuple[object, ...] = (
@@ -174,7 +185,7 @@ def _encode(place: int, write: SplitWrite) -> _Encoded:
     if fence is not None and fence.chunk is None:
         add_counters = add_counters.replace("RETURNING", "AND worker_id = %s RETURNING")
         counters += (fence.worker_id,)
-    return _Encoded(place, write, ranges, copied, add_counters, counters)
+    return _Encoded(place, write, clears, spans, copied, add_counters, counters)
 
 
 async def _driver(conn: AsyncConnection) -> Any:
@@ -194,22 +205,16 @@ class _NotHeld(Exception):
         self.places = places
 
 
-class _SpansExist(Exception):
-    """A span's plain INSERT met an existing row (a resumed run's): the transaction is
-    rolled back and tried again with the spans upserted."""
-
-
-def _row_statements(
-    held: list[_Encoded], staged: bool, plain_spans: bool
-) -> list[tuple[str, Any, bool]]:
+def _row_statements(held: list[_Encoded], staged: bool) -> list[tuple[str, Any, bool]]:
     """The statements that write the rows and new step names of ``held``, as (SQL,
     parameters, executemany): the spans of them all, the staged rows merged, the others
     upserted."""
     statements: list[tuple[str, Any, bool]] = []
-    ranges = [values for each in held for values in each.ranges]
-    if ranges:
-        spans = POSTGRES_RANGE_INSERT if plain_spans else POSTGRES_RANGE_UPSERT
-        statements.append((spans, ranges, True))
+    spans = [values for each in held for values in each.spans]
+    if spans:
+        clears = [values for each in held for values in each.clears]
+        statements.append((POSTGRES_SPAN_CLEAR, clears, True))
+        statements.append((POSTGRES_SPAN_UPSERT, spans, True))
     if staged:
         statements.append((POSTGRES_MERGE, None, False))
     for each in held:
@@ -224,37 +229,30 @@ def _row_statements(
 
 
 async def _lock_and_write(
-    driver: Any, held: list[_Encoded], staged: bool, plain_spans: bool
+    driver: Any, held: list[_Encoded], staged: bool
 ) -> dict[int, OperationStatus]:
     """Add every write's counters (locking its operation row), check its chunk's fence, and
     write the rows and new step names of them all, in one round trip (pipeline mode): the
     operation rows stay locked for that round trip and the commit, never while this process
     runs other work between statements. The status after it of each write, by place;
     raises ``_NotHeld`` when a write's fence does not hold (its rows must not stay)."""
-    from psycopg.errors import UniqueViolation  # here: SQLite processes never import psycopg
-
     checks: list[tuple[_Encoded, Any, Any]] = []
-    try:
-        async with driver.pipeline():
-            for each in held:  # in lock order: operation rows first, as every writer does
-                counters = driver.cursor()
-                await counters.execute(each.add_counters, each.counters)
-                fence, chunk = each.write.fence, None
-                if fence is not None and fence.chunk is not None:
-                    chunk = driver.cursor()
-                    owner = (each.write.operation_id, fence.chunk, fence.worker_id, RUNNING_CHUNK)
-                    await chunk.execute(_HELD_CHUNK, owner)
-                checks.append((each, counters, chunk))
-            async with driver.cursor() as cursor:
-                for sql, params, many in _row_statements(held, staged, plain_spans):
-                    if many:
-                        await cursor.executemany(sql, params)
-                    else:
-                        await cursor.execute(sql, params)
-    except UniqueViolation as exc:
-        if plain_spans and any(each.ranges for each in held):
-            raise _SpansExist from exc
-        raise
+    async with driver.pipeline():
+        for each in held:  # in lock order: operation rows first, as every writer does
+            counters = driver.cursor()
+            await counters.execute(each.add_counters, each.counters)
+            fence, chunk = each.write.fence, None
+            if fence is not None and fence.chunk is not None:
+                chunk = driver.cursor()
+                owner = (each.write.operation_id, fence.chunk, fence.worker_id, RUNNING_CHUNK)
+                await chunk.execute(_HELD_CHUNK, owner)
+            checks.append((each, counters, chunk))
+        async with driver.cursor() as cursor:
+            for sql, params, many in _row_statements(held, staged):
+                if many:
+                    await cursor.executemany(sql, params)
+                else:
+                    await cursor.execute(sql, params)
     statuses: dict[int, OperationStatus] = {}
     missed: set[int] = set()
     for each, counters, chunk in checks:
@@ -392,7 +390,6 @@ class PostgresDialect:
             key=lambda each: each.lock_order,
         )
         left_out: set[int] = set()
-        plain_spans = True
         found: dict[int, OperationStatus] = {}
         while True:
             held = [each for each in encoded if each.place not in left_out]
@@ -401,7 +398,7 @@ class PostgresDialect:
                     driver = await _driver(conn)
                     if held:
                         staged = await _stage_copies(conn, held)
-                        found = await _lock_and_write(driver, held, staged, plain_spans)
+                        found = await _lock_and_write(driver, held, staged)
                         places = sorted(each.place for each in held)  # the writes' order
                         events = [e for place in places for e in writes[place].events]
                         await _insert_events(conn, events)
@@ -411,11 +408,26 @@ class PostgresDialect:
             except _NotHeld as exc:
                 left_out |= exc.places
                 continue
-            except _SpansExist:
-                plain_spans = False
-                continue
             break
         return [found.get(place) for place in range(len(writes))]
+
+    async def _read_rows(
+        self,
+        columns: Sequence[str],
+        operation_id: UUID,
+        after: int,
+        limit: int,
+        states: Collection[RowState] | None,
+    ) -> Sequence[Any]:
+        """The driver values (in ``columns`` order) of the next ``limit`` rows above row
+        ``after`` (in ``states`` when given), by row number: stored, or in spans."""
+        sql, params = _batch_query(", ".join(columns), operation_id, after, limit, states)
+        async with self._db.read() as conn:
+            found = (await conn.exec_driver_sql(sql, params)).all()
+            if not wants_completed(states):
+                return found
+            spans = (await conn.exec_driver_sql(_SPANS_AFTER, (operation_id, after, limit))).all()
+        return merge(found, spans, after, limit, driver_rows(columns)) if spans else found
 
     async def read_batch(
         self,
@@ -425,11 +437,8 @@ class PostgresDialect:
         states: Collection[RowState] | None,
     ) -> list[RowRecord]:
         """The next ``limit`` row records above row ``after`` (in ``states`` when given)."""
-        sql, params = _batch_query(_ROW_COLUMNS, operation_id, after, limit, states)
-        async with self._db.read() as conn:
-            found = (await conn.exec_driver_sql(sql, params)).all()
-        decode = row_decoder(operation_id)
-        return [decode(values) for values in found]
+        found = await self._read_rows(ROW_VALUE_COLUMNS, operation_id, after, limit, states)
+        return list(map(row_decoder(operation_id), found))
 
     async def read_report_batch(
         self,
@@ -439,9 +448,7 @@ class PostgresDialect:
         states: Collection[RowState] | None,
     ) -> list[ReportValues]:
         """The report values of ``read_batch``'s rows."""
-        sql, params = _batch_query(_REPORT_COLUMNS, operation_id, after, limit, states)
-        async with self._db.read() as conn:
-            found = (await conn.exec_driver_sql(sql, params)).all()
+        found = await self._read_rows(REPORT_FIELDS, operation_id, after, limit, states)
         return list(map(report_decoder(), found))
 
     async def read_outcome_batch(
@@ -452,9 +459,7 @@ class PostgresDialect:
         states: Collection[RowState] | None,
     ) -> list[RowOutcome]:
         """The row outcomes of ``read_batch``'s rows."""
-        sql, params = _batch_query(_OUTCOME_COLUMNS, operation_id, after, limit, states)
-        async with self._db.read() as conn:
-            found = (await conn.exec_driver_sql(sql, params)).all()
+        found = await self._read_rows(OUTCOME_FIELDS, operation_id, after, limit, states)
         return list(map(outcome_decoder(), found))
 
     async def find_waiting(self, operation_id: UUID, key_prefix: str) -> RowRecord | None:
@@ -572,9 +577,13 @@ class PostgresDialect:
         return None if row is None else operation_from_row(row)
 
     async def get_row(self, operation_id: UUID, row_number: int) -> RowRecord | None:
-        """The row record through the column types."""
+        """The row record through the column types: stored, or in a span."""
         r = row_records.c
         stmt = select(row_records).where(r.operation_id == operation_id, r.row_number == row_number)
         async with self._db.read() as conn:
             row = (await conn.execute(stmt)).mappings().one_or_none()
-        return None if row is None else row_from_mapping(row)
+            if row is not None:
+                return row_from_mapping(row)
+            at = await conn.exec_driver_sql(_SPAN_AT, (operation_id, row_number))
+            span = holding(at.first(), row_number)
+        return None if span is None else span_record(operation_id, span, row_number)

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bulkops.storage import lifecycle
@@ -19,6 +19,11 @@ from bulkops.storage.records import (
     RowRecord,
 )
 from bulkops.storage.sql.base import SqlBase
+from bulkops.storage.sql.bulk import (
+    POSTGRES_SPANS_TO_RECORDS,
+    SPANS_CLEARED,
+    SQLITE_SPANS_TO_RECORDS,
+)
 from bulkops.storage.sql.codec import operation_from_row, row_from_mapping
 from bulkops.storage.sql.deliveries import insert_deliveries
 from bulkops.storage.sql.pages import check_paging, count_and_rows, in_states
@@ -87,6 +92,15 @@ async def _qualifying(
             after = rows[-1].row_number
 
 
+async def _spans_to_records(conn: AsyncConnection, operation_id: UUID) -> None:
+    """Store the rows of the operation's spans as row records, and drop the spans."""
+    postgres = conn.dialect.name == "postgresql"
+    key = {"operation_id": operation_id if postgres else str(operation_id)}
+    write = POSTGRES_SPANS_TO_RECORDS if postgres else SQLITE_SPANS_TO_RECORDS
+    await conn.execute(text(write), key)
+    await conn.execute(text(SPANS_CLEARED), key)
+
+
 class RetryMethods(SqlBase):
     """The RetryStore part of ``SqlStore``."""
 
@@ -109,6 +123,8 @@ class RetryMethods(SqlBase):
             ):
                 return None
             failed = 0
+            if request.include_completed:
+                await _spans_to_records(conn, request.operation_id)
             async for rows in _qualifying(conn, request):
                 # Every row a round resets is kept in the history as it stood (a Completed
                 # row a restart runs again, without an error).

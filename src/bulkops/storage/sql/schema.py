@@ -159,6 +159,23 @@ row_records = Table(
     ),
 )
 
+# Plain completions (0018): rows ``first_row`` to ``last_row`` of the operation, Completed
+# at their one step (``step_index``; -1 for a dry run's validation) at ``completed_at`` with
+# nothing else to keep, one stored row per span instead of one per row. A row is in
+# ``row_records`` or in a span, never both: a span's write removes the records of its rows.
+# Spans do not overlap, so ordered by ``last_row`` they are in row order too, and the span
+# holding row n is the first whose ``last_row`` is at least n.
+row_spans = Table(
+    "row_spans",
+    metadata,
+    Column("operation_id", UuidType(), primary_key=True),
+    Column("last_row", Integer(), primary_key=True),
+    Column("first_row", Integer(), nullable=False),
+    Column("step_index", Integer(), nullable=False),
+    Column("step_name", String(200), nullable=True),
+    Column("completed_at", UtcDateTime(), nullable=False),
+)
+
 # The step names Completed rows of an operation carry ('' for none), a superset: a name
 # is added in the transaction that stores its first Completed row, and never removed. A
 # step filter reads it to know, without scanning the operation, whether Completed rows

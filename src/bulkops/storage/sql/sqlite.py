@@ -30,7 +30,8 @@ from bulkops.storage.records import (
     WaitOutcome,
 )
 from bulkops.storage.sql.bulk import (
-    SQLITE_RANGE_UPSERT,
+    SQLITE_SPAN_CLEAR,
+    SQLITE_SPAN_UPSERT,
     SQLITE_UPSERT,
     SplitWrite,
 )
@@ -46,15 +47,24 @@ from bulkops.storage.sql.codec import (
     outcome_decoder,
     report_decoder,
     row_decoder,
+    span_parameters,
     sqlite_events,
     sqlite_rows,
-    sqlite_spans,
     sqlite_timestamp,
     wait_end_values,
 )
 from bulkops.storage.sql.dialect import ChunkClaim, S, SqliteThreads
 from bulkops.storage.sql.schema import NOT_COMPLETED
 from bulkops.storage.sql.schema import events as events_table
+from bulkops.storage.sql.span_reads import (
+    driver_rows,
+    holding,
+    merge,
+    span_at_sql,
+    span_row,
+    spans_after_sql,
+    wants_completed,
+)
 from bulkops.storage.states import ChunkState, OperationStatus, RowState
 
 Work = Callable[[sqlite3.Connection], Any]
@@ -64,8 +74,8 @@ _INSERT_EVENT = (
     f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in EVENT_COLUMNS)})"
 )
-_REPORT_COLUMNS = ", ".join(REPORT_FIELDS)
-_OUTCOME_COLUMNS = ", ".join(OUTCOME_FIELDS)
+_SPANS_AFTER = spans_after_sql("?")
+_SPAN_AT = span_at_sql("?")
 _ADD_COUNTERS = (
     "UPDATE operations SET processed_rows = processed_rows + ?, "
     "successful_rows = successful_rows + ?, error_count = error_count + ? WHERE id = ?"
@@ -84,7 +94,7 @@ def _save(write: SplitWrite) -> Callable[[sqlite3.Connection], OperationStatus |
     unless its fence holds (events are written when given)."""
     operation_id, rows, delta, events, fence = write
     key = str(operation_id)
-    ranges = sqlite_spans(operation_id, rows.spans)
+    clears, spans = span_parameters(key, rows.spans, sqlite_timestamp)
     encoded = sqlite_rows(operation_id, rows.others)
     steps = [(key, name) for name in rows.new_steps]
     add_counters = _ADD_COUNTERS
@@ -113,8 +123,9 @@ def _save(write: SplitWrite) -> Callable[[sqlite3.Connection], OperationStatus |
             return None
         if connection.execute(add_counters, counters).rowcount == 0:
             return None
-        if ranges:
-            connection.executemany(SQLITE_RANGE_UPSERT, ranges)
+        if spans:
+            connection.executemany(SQLITE_SPAN_CLEAR, clears)
+            connection.executemany(SQLITE_SPAN_UPSERT, spans)
         if encoded:
             connection.executemany(SQLITE_UPSERT, encoded)
         if steps:
@@ -140,42 +151,64 @@ def save_many(
     return work
 
 
+def _read_rows(
+    columns: Sequence[str],
+    operation_id: UUID,
+    after: int,
+    limit: int,
+    states: Collection[RowState] | None,
+) -> Callable[[sqlite3.Connection], list[Any]]:
+    """The driver values (in ``columns`` order) of the next ``limit`` rows above row
+    ``after`` (in ``states`` when given), by row number: stored, or in spans."""
+    sql, params = _batch_query(", ".join(columns), operation_id, after, limit, states)
+    spans_too = wants_completed(states)
+    span_params = (str(operation_id), after, limit)
+
+    def read(connection: sqlite3.Connection) -> list[Any]:
+        found = connection.execute(sql, params).fetchall()
+        if not spans_too:
+            return found
+        spans = connection.execute(_SPANS_AFTER, span_params).fetchall()
+        return merge(found, spans, after, limit, driver_rows(columns)) if spans else found
+
+    return read
+
+
 def read_batch(
     operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
 ) -> Callable[[sqlite3.Connection], list[RowRecord]]:
     """The next ``limit`` row records of the operation above row ``after`` (in ``states``
     when given), by row number."""
-    sql, params = _batch_query(_ROW_COLUMNS, operation_id, after, limit, states)
+    read = _read_rows(ROW_VALUE_COLUMNS, operation_id, after, limit, states)
 
-    def read(connection: sqlite3.Connection) -> list[RowRecord]:
-        decode = row_decoder(operation_id)
-        return [decode(values) for values in connection.execute(sql, params)]
+    def records(connection: sqlite3.Connection) -> list[RowRecord]:
+        return list(map(row_decoder(operation_id), read(connection)))
 
-    return read
+    return records
 
 
 def read_report_batch(
     operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
 ) -> Callable[[sqlite3.Connection], list[ReportValues]]:
     """The report values of ``read_batch``'s rows."""
-    sql, params = _batch_query(_REPORT_COLUMNS, operation_id, after, limit, states)
+    read = _read_rows(REPORT_FIELDS, operation_id, after, limit, states)
 
-    def read(connection: sqlite3.Connection) -> list[ReportValues]:
-        return list(map(report_decoder(), connection.execute(sql, params)))
+    def report(connection: sqlite3.Connection) -> list[ReportValues]:
+        return list(map(report_decoder(), read(connection)))
 
-    return read
+    return report
 
 
 def read_outcome_batch(
     operation_id: UUID, after: int, limit: int, states: Collection[RowState] | None
 ) -> Callable[[sqlite3.Connection], list[RowOutcome]]:
     """The row outcomes of ``read_batch``'s rows."""
-    sql, params = _batch_query(_OUTCOME_COLUMNS, operation_id, after, limit, states)
+    read = _read_rows(OUTCOME_FIELDS, operation_id, after, limit, states)
 
-    def read(connection: sqlite3.Connection) -> list[RowOutcome]:
-        return list(map(outcome_decoder(), connection.execute(sql, params)))
+    def outcomes(connection: sqlite3.Connection) -> list[RowOutcome]:
+        return list(map(outcome_decoder(), read(connection)))
 
-    return read
+    return outcomes
 
 
 def _batch_query(
@@ -313,8 +346,14 @@ def get_row(
     """``RowStore.get_row`` in one hop (a signal's delivery to its waiting row)."""
 
     def read(connection: sqlite3.Connection) -> RowRecord | None:
-        found = connection.execute(_ROW, (str(operation_id), row_number)).fetchone()
-        return None if found is None else row_decoder(operation_id)(found)
+        key = (str(operation_id), row_number)
+        found = connection.execute(_ROW, key).fetchone()
+        if found is None:
+            span = holding(connection.execute(_SPAN_AT, key).fetchone(), row_number)
+            if span is None:
+                return None
+            found = span_row(ROW_VALUE_COLUMNS, span, row_number)
+        return row_decoder(operation_id)(found)
 
     return read
 
