@@ -18,6 +18,7 @@ from bulkops.storage.records import (
     RowRecord,
     report_values,
 )
+from bulkops.storage.sql import pages as sql_pages
 from bulkops.storage.sql.schema import row_records, row_spans
 from bulkops.storage.states import ErrorType, RowState
 from tests.contract.conftest import BASE_TIME, MakeOperation, MakeRow, Stores
@@ -157,12 +158,19 @@ async def _mixed_operation(
     return op.id, rows
 
 
+@pytest.mark.parametrize("few_stored", [10_000, 0])
 async def test_pages_counts_and_reads_see_spans_and_stored_rows_in_row_order(
-    stores: Stores, make_operation: MakeOperation, make_row: MakeRow
+    stores: Stores,
+    make_operation: MakeOperation,
+    make_row: MakeRow,
+    few_stored: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every read of rows sees a span's rows as the Completed records they stand for,
     merged with the stored rows in row order: pages at every offset, keyset pages, the
-    state and step filters, one row, the counts, and the batch reads at any batch size."""
+    state and step filters, one row, the counts, and the batch reads at any batch size.
+    With ``few_stored`` 0 a page's offset is located by counting the stored rows."""
+    monkeypatch.setattr(sql_pages, "_FEW_OTHERS", few_stored)
     operation_id, rows = await _mixed_operation(stores, make_operation, make_row)
     by_number = {row.row_number: row for row in rows}
     completed = [r for r in rows if r.state is RowState.COMPLETED]

@@ -204,24 +204,33 @@ def read_page(conn: Connection, query: RowQuery, counts: PageCounts) -> Page[Row
     )
 
 
-def _matching_spans(conn: Connection, query: RowQuery) -> SpanIndex | None:
-    """The operation's spans of plain completions that match the query, or None when
-    none does (then every row it wants is in ``row_records``)."""
+def _span_conditions(query: RowQuery) -> builtins.list[ColumnElement[bool]] | None:
+    """The terms that pick the spans whose rows the query wants, or None when it wants no
+    Completed row of a span (then every row it wants is in ``row_records``)."""
     if query.failed_only or query.error_type is not None:
         return None
     if query.state not in (None, RowState.COMPLETED):
         return None
     s = row_spans.c
-    wanted = select(s.first_row, s.last_row, s.step_index, s.step_name, s.completed_at).where(
-        s.operation_id == query.operation_id
-    )
+    conditions = [s.operation_id == query.operation_id]
     if query.step_name is not None:
-        wanted = wanted.where(s.step_name == query.step_name)
+        conditions.append(s.step_name == query.step_name)
     if query.row_number is not None:
-        wanted = wanted.where(s.first_row <= query.row_number, s.last_row >= query.row_number)
-    found = [tuple(span) for span in conn.execute(wanted.order_by(s.last_row))]
+        conditions += [s.first_row <= query.row_number, s.last_row >= query.row_number]
+    return conditions
+
+
+def _matching_spans(conn: Connection, query: RowQuery) -> SpanIndex | None:
+    """The row ranges of the operation's spans that the query wants, or None when there
+    are none. Only the ranges: the rest of a span is read for the spans of the page."""
+    conditions = _span_conditions(query)
+    if conditions is None:
+        return None
+    s = row_spans.c
+    ranges = select(s.first_row, s.last_row).where(*conditions).order_by(s.last_row)
+    found = [(first, last) for first, last in conn.execute(ranges)]
     if query.row_number is not None:  # the one row, of the span holding it
-        found = [(query.row_number, query.row_number, *span[2:]) for span in found]
+        found = [(query.row_number, query.row_number) for _ in found]
     return SpanIndex(found) if found else None
 
 
@@ -229,26 +238,34 @@ def _page_with_spans(conn: Connection, query: RowQuery, spans: SpanIndex) -> Pag
     """A page of the rows the query wants of an operation whose plain completions are
     (partly) in spans: the stored rows and the spans' rows merged by row number.
 
-    The count is the stored rows' count plus the spans' rows; a page at an offset starts
+    The count is the stored rows' count plus the spans' rows. A page at an offset starts
     after the least row number with that many wanted rows at or below it, found by
-    halving the row numbers (a count of stored rows each time, few where spans hold most).
+    halving the row numbers: in memory when the stored rows it wants are few (their
+    numbers read once), else with a count of them at each step.
     """
     r = row_records.c
     conditions = row_conditions(query)
     stored = conn.execute(select(func.count(), func.max(r.row_number)).where(*conditions)).one()
     total = int(stored[0]) + spans.rows
+    highest = max(spans.last_row, int(stored[1] or 0))
     offset = (query.page - 1) * query.page_size
-
-    def wanted_upto(number: int) -> int:
-        counted = select(func.count()).where(*conditions, r.row_number <= number)
-        return spans.rows_upto(number) + int(conn.execute(counted).scalar_one())
-
     if query.after is not None:
         after = query.after
     elif offset >= total:
-        after = max(spans.last_row, int(stored[1] or 0))
+        after = highest
+    elif offset == 0:
+        after = 0
+    elif stored[0] <= _FEW_OTHERS:
+        numbers = select(r.row_number).where(*conditions).order_by(r.row_number)
+        few = list(conn.execute(numbers).scalars())
+        after = first_above(offset, highest, lambda n: spans.rows_upto(n) + bisect_right(few, n))
     else:
-        after = first_above(offset, max(spans.last_row, int(stored[1] or 0)), wanted_upto)
+
+        def wanted_upto(number: int) -> int:
+            counted = select(func.count()).where(*conditions, r.row_number <= number)
+            return spans.rows_upto(number) + int(conn.execute(counted).scalar_one())
+
+        after = first_above(offset, highest, wanted_upto)
     limit = query.page_size + 1
     items = (
         select(row_records)
@@ -257,8 +274,13 @@ def _page_with_spans(conn: Connection, query: RowQuery, spans: SpanIndex) -> Pag
         .limit(limit)
     )
     found = [row_from_mapping(row) for row in conn.execute(items).mappings()]
-    rows = record_rows(query.operation_id)
-    records = merge(found, spans.after(after), after, limit, rows)
+    records = merge(
+        found,
+        _spans_after(conn, query, after, limit),
+        after,
+        limit,
+        record_rows(query.operation_id),
+    )
     page = records[: query.page_size]
     return Page(
         items=page,
@@ -268,6 +290,24 @@ def _page_with_spans(conn: Connection, query: RowQuery, spans: SpanIndex) -> Pag
         next_after=page[-1].row_number if len(records) > query.page_size else None,
         keyset=query.after is not None,
     )
+
+
+def _spans_after(
+    conn: Connection, query: RowQuery, after: int, limit: int
+) -> builtins.list[tuple[Any, ...]]:
+    """The first ``limit`` spans the query wants that hold rows above row ``after``."""
+    s = row_spans.c
+    conditions = _span_conditions(query) or []
+    wanted = (
+        select(s.first_row, s.last_row, s.step_index, s.step_name, s.completed_at)
+        .where(*conditions, s.last_row > after)
+        .order_by(s.last_row)
+        .limit(limit)
+    )
+    found = [tuple(span) for span in conn.execute(wanted)]
+    if query.row_number is not None:
+        found = [(query.row_number, query.row_number, *span[2:]) for span in found]
+    return found
 
 
 def _few_others(conn: Connection, operation_id: UUID) -> bool:
