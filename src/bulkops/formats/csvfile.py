@@ -272,7 +272,9 @@ def chunk_csv(
 
 def _one_record_a_line(lines: bytes) -> bool:
     """No quoted field can span lines, and every CR ends a line with its LF."""
-    return b'"' not in lines and lines.count(b"\r") == lines.count(b"\r\n")
+    if b'"' in lines:
+        return False
+    return b"\r" not in lines or lines.count(b"\r") == lines.count(b"\r\n")
 
 
 def _parse_chunks(
