@@ -2,8 +2,8 @@
 stand for: a span's rows are Completed at its step and time with nothing else kept, so
 each is built from the span and merged in row order with the rows ``row_records`` holds.
 
-The batch reads of both dialects (``iterate``, reports, undo), one row's look-up, the
-counts and the pages (``pages``) all read spans through this module.
+The batch reads of both dialects (``iterate``, reports, undo), one row's look-up and the
+pages (``pages``) read spans through this module; ``counts`` adds their rows in SQL.
 """
 
 from __future__ import annotations
