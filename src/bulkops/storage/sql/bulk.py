@@ -114,7 +114,8 @@ def _span_sql(placeholder: str) -> tuple[str, str]:
     return clear, f"INSERT INTO row_spans ({_SPAN_COLUMNS}) VALUES ({marks}) {_SPAN_CONFLICT}"
 
 
-# Parameters: (operation id, first, last) to clear, then those of ``codec.span_values``.
+# Parameters: (operation id, first, last) to clear, then those that store it
+# (``codec.span_parameters`` makes both).
 SQLITE_SPAN_CLEAR, SQLITE_SPAN_UPSERT = _span_sql("?")
 POSTGRES_SPAN_CLEAR, POSTGRES_SPAN_UPSERT = _span_sql("%s")
 

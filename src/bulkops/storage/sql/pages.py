@@ -228,10 +228,17 @@ def _matching_spans(conn: Connection, query: RowQuery) -> SpanIndex | None:
         return None
     s = row_spans.c
     ranges = select(s.first_row, s.last_row).where(*conditions).order_by(s.last_row)
-    found = [(first, last) for first, last in conn.execute(ranges)]
-    if query.row_number is not None:  # the one row, of the span holding it
-        found = [(query.row_number, query.row_number) for _ in found]
+    found = _one_row(query, [tuple(span) for span in conn.execute(ranges)])
     return SpanIndex(found) if found else None
+
+
+def _one_row(
+    query: RowQuery, spans: builtins.list[tuple[Any, ...]]
+) -> builtins.list[tuple[Any, ...]]:
+    """``spans`` as the query wants them: with a row number, the one row of the span
+    holding it (``_span_conditions`` picked that span)."""
+    number = query.row_number
+    return spans if number is None else [(number, number, *span[2:]) for span in spans]
 
 
 def _page_with_spans(conn: Connection, query: RowQuery, spans: SpanIndex) -> Page[RowRecord]:
@@ -297,17 +304,13 @@ def _spans_after(
 ) -> builtins.list[tuple[Any, ...]]:
     """The first ``limit`` spans the query wants that hold rows above row ``after``."""
     s = row_spans.c
-    conditions = _span_conditions(query) or []
     wanted = (
         select(s.first_row, s.last_row, s.step_index, s.step_name, s.completed_at)
-        .where(*conditions, s.last_row > after)
+        .where(*(_span_conditions(query) or ()), s.last_row > after)
         .order_by(s.last_row)
         .limit(limit)
     )
-    found = [tuple(span) for span in conn.execute(wanted)]
-    if query.row_number is not None:
-        found = [(query.row_number, query.row_number, *span[2:]) for span in found]
-    return found
+    return _one_row(query, [tuple(span) for span in conn.execute(wanted)])
 
 
 def _few_others(conn: Connection, operation_id: UUID) -> bool:
